@@ -1,0 +1,46 @@
+GO      ?= go
+PKGS    ?= ./...
+BIN     ?= bin
+# Fuzz time per target inside `make test` (brief; `make fuzz FUZZTIME=1m` for longer).
+FUZZTIME ?= 3s
+
+.PHONY: run test race unit bench lint build fuzz fmt clean
+
+## run: start the whole thing on an embedded default
+run:
+	$(GO) run ./cmd/cli dev
+
+## test: vet, format check, race-enabled tests, brief fuzzing
+test: lint race fuzz
+
+## race: all tests with the race detector
+race:
+	$(GO) test -race -count=1 -timeout 14m $(PKGS)
+
+## unit: all tests without the race detector (faster)
+unit:
+	$(GO) test -count=1 $(PKGS)
+
+## bench: benchmarks (see BENCHMARKS.md)
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+## lint: go vet and gofmt
+lint:
+	$(GO) vet $(PKGS)
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+## fuzz: run every fuzz target briefly
+fuzz:
+	@./scripts/fuzz.sh $(FUZZTIME)
+
+## build: binaries into ./bin
+build:
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+clean:
+	rm -rf $(BIN)

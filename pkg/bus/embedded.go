@@ -1,0 +1,123 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// EmbeddedConfig configures an in-process NATS server with JetStream.
+type EmbeddedConfig struct {
+	// StoreDir is the JetStream store directory. Required.
+	StoreDir string
+	// Host is the listen address. Default "127.0.0.1".
+	Host string
+	// Port is the client port: 0 picks a random free port, -1 listens on
+	// nothing (in-process connections only). Default 0.
+	Port int
+	// ServerName names the server. Default "lovia-embedded".
+	ServerName string
+	// MaxPayload is the largest message the server accepts, in bytes.
+	// Default the server's (1 MiB).
+	MaxPayload int32
+	// ReadyTimeout bounds the wait for the server to accept connections.
+	// Default 10s.
+	ReadyTimeout time.Duration
+	// Cluster joins a cluster: its name, this node's route listen port and
+	// the routes to the other nodes. Leave empty for a single server.
+	ClusterName string
+	ClusterPort int
+	Routes      []string
+}
+
+// Embedded is a running in-process NATS server.
+type Embedded struct {
+	srv *server.Server
+}
+
+// StartEmbedded starts a NATS server with JetStream enabled and waits until
+// it accepts connections.
+func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
+	if cfg.StoreDir == "" {
+		return nil, errors.New("bus: embedded server: StoreDir is required")
+	}
+	if cfg.Host == "" {
+		cfg.Host = "127.0.0.1"
+	}
+	if cfg.ServerName == "" {
+		cfg.ServerName = "lovia-embedded"
+	}
+	if cfg.ReadyTimeout == 0 {
+		cfg.ReadyTimeout = 10 * time.Second
+	}
+	opts := &server.Options{
+		ServerName: cfg.ServerName,
+		Host:       cfg.Host,
+		Port:       cfg.Port,
+		JetStream:  true,
+		StoreDir:   cfg.StoreDir,
+		NoLog:      true,
+		NoSigs:     true,
+		MaxPayload: cfg.MaxPayload,
+	}
+	switch cfg.Port {
+	case 0:
+		opts.Port = server.RANDOM_PORT
+	case -1:
+		opts.DontListen = true
+		opts.Port = server.RANDOM_PORT
+	}
+	if cfg.ClusterName != "" {
+		opts.Cluster = server.ClusterOpts{Name: cfg.ClusterName, Host: cfg.Host, Port: cfg.ClusterPort}
+		for _, r := range cfg.Routes {
+			u, err := parseRoute(r)
+			if err != nil {
+				return nil, err
+			}
+			opts.Routes = append(opts.Routes, u)
+		}
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("bus: embedded server: %w", err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(cfg.ReadyTimeout) {
+		srv.Shutdown()
+		return nil, fmt.Errorf("bus: embedded server: not ready after %s (is port %d in use?)", cfg.ReadyTimeout, cfg.Port)
+	}
+	return &Embedded{srv: srv}, nil
+}
+
+// ClientURL is the URL clients connect to (empty when not listening).
+func (e *Embedded) ClientURL() string { return e.srv.ClientURL() }
+
+// Server returns the underlying server.
+func (e *Embedded) Server() *server.Server { return e.srv }
+
+// Connect opens a client connection: over the network when the server
+// listens, else in-process.
+func (e *Embedded) Connect(opts ...nats.Option) (*nats.Conn, error) {
+	opts = append([]nats.Option{nats.InProcessServer(e.srv)}, opts...)
+	return nats.Connect("", opts...)
+}
+
+// Shutdown stops the server and waits until it has stopped or ctx ends.
+func (e *Embedded) Shutdown(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		e.srv.Shutdown()
+		e.srv.WaitForShutdown()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("bus: embedded server shutdown: %w", ctx.Err())
+	}
+}
