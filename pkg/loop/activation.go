@@ -306,6 +306,12 @@ func (ru *run) startSpan(name string, attrs ...Attr) Span {
 	return s
 }
 
+// tracing reports whether spans are recorded (attributes cost allocations).
+func (ru *run) tracing() bool {
+	_, noop := ru.tracer.(NoopTracer)
+	return !noop
+}
+
 func jsonRaw(v any) (json.RawMessage, error) {
 	if s, ok := v.(string); ok {
 		return json.RawMessage(s), nil

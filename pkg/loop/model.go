@@ -198,7 +198,10 @@ func (ru *run) modelPhase() (*modelTurn, error) {
 	req.Entries = ru.injectView(view)
 	asm := &assembler{ru: ru}
 	reactiveTried := false
-	span := ru.startSpan("model_call", Attr{"agent", ru.agent.Name}, Attr{"model", ru.act.info.Model})
+	var span Span = noopSpan{}
+	if ru.tracing() {
+		span = ru.startSpan("model_call", Attr{"agent", ru.agent.Name}, Attr{"model", ru.act.info.Model})
+	}
 	for attempt := 1; ; attempt++ {
 		err := ru.act.provider.Stream(ru.ctx, req, asm.onDelta)
 		if err == nil {

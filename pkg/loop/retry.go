@@ -32,6 +32,9 @@ func DefaultRetryPolicy() *RetryPolicy {
 	return &RetryPolicy{MaxAttempts: 5, BaseDelay: time.Second, MaxDelay: 30 * time.Second}
 }
 
+// defaultRetry is the policy of runs that set none (never modified).
+var defaultRetry = RetryPolicy{MaxAttempts: 5, BaseDelay: time.Second, MaxDelay: 30 * time.Second}
+
 // NoRetry makes one attempt.
 func NoRetry() *RetryPolicy { return &RetryPolicy{MaxAttempts: 1} }
 

@@ -86,7 +86,7 @@ func newRun(ctx context.Context, r *Runner, agent *Agent, input []Entry, o runOp
 		ru.retry = agent.Retry
 	}
 	if ru.retry == nil {
-		ru.retry = DefaultRetryPolicy()
+		ru.retry = &defaultRetry
 	}
 	ru.policy = o.contextPolicy
 	if ru.policy == nil {
@@ -102,8 +102,10 @@ func (ru *run) execute(yield func(Event) bool) (*RunResult, error) {
 	ru.ctx, ru.stopCtx = ctx, stop
 	ru.cancel.onCancel(func(reason string) { stop(&RunCancelled{Reason: reason}) })
 	defer stop(nil)
-	spanCtx, span := ru.tracer.Start(ru.parent, "run", Attr{"agent", ru.entry.Name}, Attr{"run_id", ru.opts.runID})
-	_ = spanCtx
+	var span Span = noopSpan{}
+	if ru.tracing() {
+		_, span = ru.tracer.Start(ru.parent, "run", Attr{"agent", ru.entry.Name}, Attr{"run_id", ru.opts.runID})
+	}
 	res, err := ru.executeInner()
 	ru.teardown()
 	span.End(err)

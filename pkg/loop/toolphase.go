@@ -35,6 +35,21 @@ type taskItem struct {
 
 // toolPhase runs one turn's calls (LOVIA-SEMANTICS §1.4).
 func (ru *run) toolPhase(calls []Entry, finish string) (err error) {
+	if len(calls) == 1 {
+		// One call: nothing to overlap, run it on this goroutine.
+		rc, err := ru.preflight(calls[0], finish)
+		if err != nil || rc == nil {
+			return err
+		}
+		barrier := rc.tool.Sequential || rc.tool.handoff != nil
+		var ierr error
+		ru.execCall(ru.ctx, rc, func(it taskItem) {
+			if ierr == nil {
+				ierr = ru.surface(it, !barrier)
+			}
+		})
+		return ierr
+	}
 	ch := make(chan taskItem, 2*len(calls)+2)
 	inflight := 0
 	batchCtx, cancelBatch := context.WithCancel(ru.ctx)
@@ -157,21 +172,22 @@ func (ru *run) preflight(call Entry, finish string) (*readyCall, error) {
 	if argText == "" {
 		argText = "{}"
 	}
-	var parsed any
-	if err := json.Unmarshal([]byte(argText), &parsed); err != nil {
-		if finish == "length" {
-			return nil, ru.reject(call, fmt.Sprintf(
-				"The arguments for tool '%s' are incomplete: the response hit the output token limit (finish_reason=length). Call the tool again with shorter arguments.", call.Name))
+	if argText[0] != '{' || !json.Valid([]byte(argText)) {
+		var parsed any
+		if err := json.Unmarshal([]byte(argText), &parsed); err != nil {
+			if finish == "length" {
+				return nil, ru.reject(call, fmt.Sprintf(
+					"The arguments for tool '%s' are incomplete: the response hit the output token limit (finish_reason=length). Call the tool again with shorter arguments.", call.Name))
+			}
+			return nil, ru.reject(call, "Invalid JSON in tool arguments: "+err.Error())
 		}
-		return nil, ru.reject(call, "Invalid JSON in tool arguments: "+err.Error())
-	}
-	obj, ok := parsed.(map[string]any)
-	if !ok {
 		return nil, ru.reject(call, fmt.Sprintf("Invalid tool arguments: expected a JSON object, got %s.", jsonTypeName(parsed)))
 	}
 	tc := ToolCall{ID: call.CallID, Name: call.Name, Arguments: call.Arguments}
 	needs := tool.NeedsApproval
 	if !needs && tool.Approval != nil {
+		var obj map[string]any
+		_ = json.Unmarshal([]byte(argText), &obj)
 		n, err := safePredicate(ru.ctx, tool.Approval, ru.rc, obj)
 		if err != nil {
 			if err := ru.emit(&ToolCallFailed{Call: tc, Error: Describe(err), Err: err}); err != nil {
@@ -321,7 +337,10 @@ func (ru *run) reject(call Entry, msg string) error {
 func (ru *run) execCall(ctx context.Context, rc *readyCall, sink func(taskItem)) {
 	tc := ToolCall{ID: rc.call.CallID, Name: rc.call.Name, Arguments: rc.call.Arguments}
 	sink(taskItem{ev: &ToolCallStarted{Call: tc}})
-	_, span := ru.tracer.Start(ctx, "tool_call", Attr{"tool", tc.Name}, Attr{"call_id", tc.ID})
+	var span Span = noopSpan{}
+	if ru.tracing() {
+		_, span = ru.tracer.Start(ctx, "tool_call", Attr{"tool", tc.Name}, Attr{"call_id", tc.ID})
+	}
 	v, err := ru.invoke(ctx, rc)
 	span.End(err)
 	if err != nil {

@@ -97,9 +97,28 @@ type Provider struct {
 
 // New returns a provider for steps.
 func New(steps []Step, opts ...Option) *Provider {
-	p := &Provider{steps: steps, name: "scripted", attempts: map[int]int{}}
+	p := &Provider{steps: append([]Step(nil), steps...), name: "scripted", attempts: map[int]int{}}
 	for _, o := range opts {
 		o(p)
+	}
+	// Encode call arguments once.
+	for i := range p.steps {
+		calls := append([]Call(nil), p.steps[i].Calls...)
+		for j := range calls {
+			if calls[j].UseRaw {
+				continue
+			}
+			raw := "{}"
+			if calls[j].Args != nil {
+				b, err := json.Marshal(calls[j].Args)
+				if err != nil {
+					panic(fmt.Sprintf("scripted: step %d call %s: args: %v", i, calls[j].Name, err))
+				}
+				raw = string(b)
+			}
+			calls[j].Raw, calls[j].UseRaw = raw, true
+		}
+		p.steps[i].Calls = calls
 	}
 	return p
 }
@@ -232,19 +251,7 @@ func (p *Provider) play(ctx context.Context, st Step, emit func(loop.Delta) erro
 				id = fmt.Sprintf("call_%d_%s", i, c.Name)
 			}
 		}
-		args := c.Raw
-		if !c.UseRaw {
-			if c.Args == nil {
-				args = "{}"
-			} else {
-				b, err := json.Marshal(c.Args)
-				if err != nil {
-					return fmt.Errorf("scripted: call %s args: %w", c.Name, err)
-				}
-				args = string(b)
-			}
-		}
-		if err := emit(loop.Delta{Kind: loop.DeltaToolCall, Index: i, CallID: id, Name: c.Name, Arguments: args}); err != nil {
+		if err := emit(loop.Delta{Kind: loop.DeltaToolCall, Index: i, CallID: id, Name: c.Name, Arguments: c.Raw}); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,73 @@
+// Package cli implements the lovia command line. Commands write to injected
+// writers and return an exit status: 0 on success (a run_completed), 1 on a
+// failure (a run_failed or an error), 2 on bad usage.
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// Exit statuses.
+const (
+	ExitOK      = 0
+	ExitFailure = 1
+	ExitUsage   = 2
+)
+
+// Env is the process environment the CLI sees.
+type Env struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	Getenv func(string) string
+}
+
+type command struct {
+	summary string
+	run     func(ctx context.Context, env *Env, args []string) int
+}
+
+func commands() map[string]command {
+	return map[string]command{
+		"dev": {"start everything in one process (embedded NATS, gateway, workers, demo agent)", runDev},
+	}
+}
+
+// Main runs the command line and returns the exit status.
+func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	env := &Env{Stdin: stdin, Stdout: stdout, Stderr: stderr, Getenv: getenv}
+	cmds := commands()
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(env.Stderr, cmds)
+		if len(args) == 0 {
+			return ExitUsage
+		}
+		return ExitOK
+	}
+	c, ok := cmds[args[0]]
+	if !ok {
+		fmt.Fprintf(env.Stderr, "lovia: unknown command %q\n\n", args[0])
+		usage(env.Stderr, cmds)
+		return ExitUsage
+	}
+	return c.run(ctx, env, args[1:])
+}
+
+func usage(w io.Writer, cmds map[string]command) {
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	b.WriteString("usage: lovia <command> [flags] [args]\n\ncommands:\n")
+	for _, n := range names {
+		fmt.Fprintf(&b, "  %-9s %s\n", n, cmds[n].summary)
+	}
+	b.WriteString("\nRun 'lovia <command> -h' for a command's flags.\n")
+	fmt.Fprint(w, b.String())
+}
