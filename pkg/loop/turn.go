@@ -23,6 +23,29 @@ func (ru *run) body() (*RunResult, error) {
 	} else if err := ru.resumeDrain(); err != nil {
 		return nil, err
 	}
+	if ru.resumed {
+		// A stored run that ends with a final answer (the process died after
+		// the answer was checkpointed, or a guardrail failed it) is finalized
+		// again rather than asking the model for a new turn (a deliberate
+		// departure from lovia, whose resume always calls the model).
+		if final := ru.trailingFinal(); final != nil {
+			out, err := ru.finalOutput(&modelTurn{entries: final})
+			var ove *OutputValidationError
+			switch {
+			case errors.As(err, &ove):
+				if err := ru.repair(ove); err != nil {
+					return nil, err
+				}
+				if err := ru.save(); err != nil {
+					return nil, err
+				}
+			case err != nil:
+				return nil, err
+			default:
+				return ru.finalize(out)
+			}
+		}
+	}
 	var output any
 	for {
 		out, done, err := ru.turn()
@@ -170,16 +193,9 @@ func (ru *run) turn() (output any, done bool, err error) {
 		var ove *OutputValidationError
 		switch {
 		case errors.As(err, &ove):
-			ru.repairs++
-			policy := ru.agent.OutputRepair
-			if policy == nil {
-				policy = DefaultRepair
-			}
-			prompt, ok := policy.RepairPrompt(ru.repairs, ove)
-			if !ok {
+			if err := ru.repair(ove); err != nil {
 				return nil, false, err
 			}
-			ru.appendEntries(UserText(prompt))
 		case err != nil:
 			return nil, false, err
 		default:
@@ -286,4 +302,41 @@ func noticeMap(n *CompactionNotice) map[string]any {
 		m["summary"] = nil
 	}
 	return m
+}
+
+// repair asks the agent's repair policy for a prompt after an invalid
+// output and appends it, or returns the validation error.
+func (ru *run) repair(ove *OutputValidationError) error {
+	ru.repairs++
+	policy := ru.agent.OutputRepair
+	if policy == nil {
+		policy = DefaultRepair
+	}
+	prompt, ok := policy.RepairPrompt(ru.repairs, ove)
+	if !ok {
+		return ove
+	}
+	ru.appendEntries(UserText(prompt))
+	return nil
+}
+
+// trailingFinal returns the run's last model turn when the run entries end
+// with one that requested no tools (a final answer), else nil.
+func (ru *run) trailingFinal() []Entry {
+	tr := ru.transcript()[ru.runStart:]
+	i := len(tr)
+	for i > 0 {
+		k := tr[i-1].Kind
+		if k != KindAssistantText && k != KindReasoning && k != KindToolCall {
+			break
+		}
+		if k == KindToolCall {
+			return nil
+		}
+		i--
+	}
+	if i == len(tr) {
+		return nil
+	}
+	return tr[i:]
 }
