@@ -39,8 +39,10 @@ func Example_toolCallingAgent() {
 // Streaming events: text arrives as deltas; tools report start and end.
 func Example_streaming() {
 	agent := &loop.Agent{
-		Name:     "echo",
-		Tools:    []*loop.Tool{loop.NewTool("shout", "Upper-case text.", func(_ context.Context, _ *loop.RunContext, in struct{ Text string }) (string, error) { return "HI", nil })},
+		Name: "echo",
+		Tools: []*loop.Tool{loop.NewTool("shout", "Upper-case text.", func(_ context.Context, _ *loop.RunContext, in struct{ Text string }) (string, error) {
+			return "HI", nil
+		})},
 		Provider: scripted.New([]scripted.Step{scripted.CallTool("shout", map[string]string{"Text": "hi"}, "c1"), scripted.Text("It said HI.")}),
 	}
 	h := loop.NewRunner(loop.RunnerConfig{}).Stream(context.Background(), agent, []loop.Entry{loop.UserText("shout hi")})
