@@ -92,6 +92,9 @@ func newRun(ctx context.Context, r *Runner, agent *Agent, input []Entry, o runOp
 	if ru.policy == nil {
 		ru.policy = agent.ContextPolicy
 	}
+	if ru.policy == nil {
+		ru.policy = r.policy
+	}
 	return ru
 }
 

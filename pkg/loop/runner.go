@@ -20,6 +20,10 @@ type RunnerConfig struct {
 	Tracer Tracer
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// ContextPolicy is the policy of agents and runs that set none (nil:
+	// the whole transcript is the view). The compaction package provides
+	// lovia's default.
+	ContextPolicy ContextPolicy
 }
 
 // Runner executes runs. It holds no per-run state and is safe for
@@ -29,11 +33,12 @@ type Runner struct {
 	logger   *slog.Logger
 	tracer   Tracer
 	now      func() time.Time
+	policy   ContextPolicy
 }
 
 // NewRunner returns a Runner.
 func NewRunner(cfg RunnerConfig) *Runner {
-	r := &Runner{registry: cfg.Registry, logger: cfg.Logger, tracer: cfg.Tracer, now: cfg.Now}
+	r := &Runner{registry: cfg.Registry, logger: cfg.Logger, tracer: cfg.Tracer, now: cfg.Now, policy: cfg.ContextPolicy}
 	if r.logger == nil {
 		r.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
