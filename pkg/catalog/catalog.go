@@ -1,0 +1,272 @@
+package catalog
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/lovia-fleet/lovia/pkg/loop"
+	"github.com/lovia-fleet/lovia/pkg/loop/scripted"
+	"github.com/lovia-fleet/lovia/pkg/tools"
+)
+
+// DefaultApprovalTimeout is the approval timeout of agents that set none.
+const DefaultApprovalTimeout = 10 * time.Minute
+
+// Options are what agents are built from.
+type Options struct {
+	// Tools is the tool set agents pick from by name.
+	Tools tools.Set
+	// Registry resolves model strings (demo, openai:…, anthropic:…, bare).
+	Registry *loop.Registry
+}
+
+// Agent is one ready agent with its fleet settings.
+type Agent struct {
+	*loop.Agent
+	Spec            Spec
+	MaxTurns        int
+	ApprovalTimeout time.Duration
+}
+
+// Info describes an agent for listings.
+type Info struct {
+	Name     string   `json:"name" msgpack:"name"`
+	Model    string   `json:"model" msgpack:"model"`
+	Tools    []string `json:"tools" msgpack:"tools"`
+	Handoffs []string `json:"handoffs" msgpack:"handoffs"`
+}
+
+// Catalog is an immutable set of agents by name.
+type Catalog struct {
+	agents map[string]*Agent
+	names  []string
+}
+
+// Get returns the agent named name.
+func (c *Catalog) Get(name string) (*Agent, bool) {
+	a, ok := c.agents[name]
+	return a, ok
+}
+
+// Names returns the agent names, sorted.
+func (c *Catalog) Names() []string { return append([]string(nil), c.names...) }
+
+// Infos lists the agents, sorted by name.
+func (c *Catalog) Infos() []Info {
+	out := make([]Info, 0, len(c.names))
+	for _, n := range c.names {
+		s := c.agents[n].Spec
+		out = append(out, Info{Name: n, Model: s.Model, Tools: nonNil(s.Tools), Handoffs: nonNil(s.Handoffs)})
+	}
+	return out
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// Load reads and builds an agents file.
+func Load(path string, opts Options) (*Catalog, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("agents file: %w", err)
+	}
+	c, err := Parse(data, opts)
+	if err != nil {
+		return nil, fmt.Errorf("agents file %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// DemoSpec is the built-in demo agent.
+var DemoSpec = Spec{
+	Name:         "demo",
+	Instructions: "You are the Lovia Fleet demo agent. Use calculator for arithmetic and time_now for the time.",
+	Model:        "demo",
+	Tools:        []string{"calculator", "time_now"},
+}
+
+// Default returns the catalog with only the built-in demo agent.
+func Default(opts Options) (*Catalog, error) {
+	return Build(File{Agents: []Spec{DemoSpec}}, opts)
+}
+
+// Parse builds agents from YAML (unknown fields are errors).
+func Parse(data []byte, opts Options) (*Catalog, error) {
+	var f File
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("invalid YAML: %w", err)
+	}
+	return Build(f, opts)
+}
+
+var idRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+
+// Build validates specs and builds the agents.
+func Build(f File, opts Options) (*Catalog, error) {
+	if len(f.Agents) == 0 {
+		return nil, errors.New("no agents: the file needs an `agents:` list with at least one agent")
+	}
+	c := &Catalog{agents: map[string]*Agent{}}
+	var errs []error
+	for i, s := range f.Agents {
+		where := fmt.Sprintf("agents[%d]", i)
+		if s.Name != "" {
+			where = fmt.Sprintf("agent %q", s.Name)
+		}
+		if !idRE.MatchString(s.Name) {
+			errs = append(errs, fmt.Errorf("%s: name must be 1-128 characters of [A-Za-z0-9_-]", where))
+			continue
+		}
+		if _, dup := c.agents[s.Name]; dup {
+			errs = append(errs, fmt.Errorf("%s: defined twice", where))
+			continue
+		}
+		a, err := build(s, opts)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", where, err))
+			continue
+		}
+		c.agents[s.Name] = a
+		c.names = append(c.names, s.Name)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	// Link handoffs by name.
+	for _, n := range c.names {
+		a := c.agents[n]
+		for _, h := range a.Spec.Handoffs {
+			t, ok := c.agents[h]
+			if !ok {
+				errs = append(errs, fmt.Errorf("agent %q: handoff to unknown agent %q (known: %s)", n, h, strings.Join(c.namesSorted(), ", ")))
+				continue
+			}
+			a.Handoffs = append(a.Handoffs, loop.HandoffTo(t.Agent))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	sort.Strings(c.names)
+	return c, nil
+}
+
+func (c *Catalog) namesSorted() []string {
+	n := append([]string(nil), c.names...)
+	sort.Strings(n)
+	return n
+}
+
+func build(s Spec, opts Options) (*Agent, error) {
+	a := &loop.Agent{Name: s.Name, Instructions: s.Instructions}
+	switch {
+	case s.Model == "":
+		return nil, errors.New(`model is required (demo, scripted, openai:<model>, anthropic:<model> or a bare OpenAI-compatible model name)`)
+	case s.Model == "scripted":
+		if len(s.Script) == 0 {
+			return nil, errors.New("model scripted needs a `script:` with one entry per model call")
+		}
+		steps, err := scriptSteps(s.Script)
+		if err != nil {
+			return nil, err
+		}
+		a.Provider = scripted.New(steps)
+	default:
+		if len(s.Script) > 0 {
+			return nil, fmt.Errorf("script is only for model scripted, not %q", s.Model)
+		}
+		if opts.Registry == nil {
+			return nil, fmt.Errorf("model %q: no provider registry configured", s.Model)
+		}
+		p, err := opts.Registry.Resolve(s.Model)
+		if err != nil {
+			return nil, err
+		}
+		a.Provider = p
+	}
+	approval := map[string]bool{}
+	for _, n := range s.Approval {
+		approval[n] = true
+	}
+	for _, n := range s.Tools {
+		t := opts.Tools[n]
+		if t == nil {
+			return nil, fmt.Errorf("unknown tool %q (built-in tools: %s)", n, strings.Join(opts.Tools.Names(), ", "))
+		}
+		if approval[n] {
+			gated := *t
+			gated.NeedsApproval = true
+			t = &gated
+			delete(approval, n)
+		}
+		a.Tools = append(a.Tools, t)
+	}
+	for n := range approval {
+		return nil, fmt.Errorf("approval names %q, which is not among the agent's tools", n)
+	}
+	if s.OutputSchema != nil {
+		raw, err := json.Marshal(s.OutputSchema)
+		if err != nil {
+			return nil, fmt.Errorf("output_schema: %w", err)
+		}
+		a.Output = &loop.OutputSpec{Name: "output", Schema: raw}
+	}
+	if s.MaxTurns < 0 {
+		return nil, fmt.Errorf("max_turns %d is negative", s.MaxTurns)
+	}
+	out := &Agent{Agent: a, Spec: s, MaxTurns: s.MaxTurns, ApprovalTimeout: time.Duration(s.ApprovalTimeout)}
+	if out.ApprovalTimeout == 0 {
+		out.ApprovalTimeout = DefaultApprovalTimeout
+	}
+	return out, nil
+}
+
+func scriptSteps(in []ScriptStep) ([]scripted.Step, error) {
+	out := make([]scripted.Step, 0, len(in))
+	for i, st := range in {
+		step := scripted.Step{Text: st.Text, Reasoning: st.Reasoning, Finish: st.Finish, Delay: time.Duration(st.DelayMs) * time.Millisecond}
+		n := 0
+		if st.Call != nil {
+			n++
+			step.Calls = append(step.Calls, scripted.Call{ID: st.Call.ID, Name: st.Call.Name, Args: st.Call.Args})
+		}
+		if len(st.Calls) > 0 {
+			n++
+			for _, c := range st.Calls {
+				step.Calls = append(step.Calls, scripted.Call{ID: c.ID, Name: c.Name, Args: c.Args})
+			}
+		}
+		if st.RawCall != nil {
+			n++
+			step.Calls = append(step.Calls, scripted.Call{ID: st.RawCall.ID, Name: st.RawCall.Name, Raw: st.RawCall.Arguments, UseRaw: true})
+		}
+		if n > 1 {
+			return nil, fmt.Errorf("script[%d]: use only one of call, calls and raw_call", i)
+		}
+		for _, c := range step.Calls {
+			if c.Name == "" {
+				return nil, fmt.Errorf("script[%d]: a call needs a name", i)
+			}
+		}
+		if st.DelayMs < 0 {
+			return nil, fmt.Errorf("script[%d]: delay_ms is negative", i)
+		}
+		out = append(out, step)
+	}
+	return out, nil
+}

@@ -1,0 +1,90 @@
+package catalog
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lovia-fleet/lovia/pkg/loop"
+	"github.com/lovia-fleet/lovia/pkg/tools"
+)
+
+func opts(t *testing.T) Options {
+	ts, err := tools.Builtin(tools.Config{Workspace: t.TempDir()})
+	require.NoError(t, err)
+	return Options{Tools: ts, Registry: &loop.Registry{}}
+}
+
+const file = `
+agents:
+  - name: support
+    instructions: You are a support agent.
+    model: scripted
+    tools: [echo, append_file]
+    handoffs: [billing]
+    approval: [append_file]
+    max_turns: 20
+    approval_timeout: 2s
+    script:
+      - call: {name: echo, args: {text: a}, id: c1}
+      - calls: [{name: echo, args: {text: a}}, {name: echo, args: {text: b}}]
+      - raw_call: {name: echo, arguments: '{not json', id: c9}
+      - text: done
+        reasoning: first I think
+        delay_ms: 1
+        finish: stop
+  - name: billing
+    model: scripted
+    output_schema: {type: object}
+    script:
+      - text: '{"ok": true}'
+`
+
+func TestParse(t *testing.T) {
+	c, err := Parse([]byte(file), opts(t))
+	require.NoError(t, err)
+	require.Equal(t, []string{"billing", "support"}, c.Names())
+	s, ok := c.Get("support")
+	require.True(t, ok)
+	require.Equal(t, 20, s.MaxTurns)
+	require.Equal(t, "2s", s.ApprovalTimeout.String())
+	require.Len(t, s.Tools, 2)
+	require.False(t, s.Tools[0].NeedsApproval)
+	require.True(t, s.Tools[1].NeedsApproval)
+	require.Len(t, s.Handoffs, 1)
+	b, _ := c.Get("billing")
+	require.Same(t, b.Agent, s.Handoffs[0].Agent)
+	require.JSONEq(t, `{"type":"object"}`, string(b.Output.Schema))
+	require.Equal(t, []Info{
+		{Name: "billing", Model: "scripted", Tools: []string{}, Handoffs: []string{}},
+		{Name: "support", Model: "scripted", Tools: []string{"echo", "append_file"}, Handoffs: []string{"billing"}},
+	}, c.Infos())
+
+	// The scripted agent runs end to end.
+	res, err := loop.NewRunner(loop.RunnerConfig{}).Run(context.Background(), b.Agent, []loop.Entry{loop.UserText("x")})
+	require.NoError(t, err)
+	require.Equal(t, map[string]any{"ok": true}, res.Output)
+}
+
+func TestParseErrors(t *testing.T) {
+	for name, tc := range map[string]struct{ yaml, want string }{
+		"empty":           {`agents: []`, "no agents"},
+		"typo field":      {"agents:\n  - name: a\n    modle: demo\n", "field modle not found"},
+		"bad name":        {"agents:\n  - name: 'a.b'\n    model: scripted\n    script: [{text: x}]\n", "name must be"},
+		"duplicate":       {"agents:\n  - {name: a, model: scripted, script: [{text: x}]}\n  - {name: a, model: scripted, script: [{text: x}]}\n", "defined twice"},
+		"unknown tool":    {"agents:\n  - {name: a, model: scripted, tools: [nope], script: [{text: x}]}\n", `unknown tool "nope"`},
+		"unknown handoff": {"agents:\n  - {name: a, model: scripted, handoffs: [zed], script: [{text: x}]}\n", `unknown agent "zed"`},
+		"approval":        {"agents:\n  - {name: a, model: scripted, approval: [echo], script: [{text: x}]}\n", "not among the agent's tools"},
+		"no model":        {"agents:\n  - {name: a}\n", "model is required"},
+		"no script":       {"agents:\n  - {name: a, model: scripted}\n", "needs a `script:`"},
+		"unknown model":   {"agents:\n  - {name: a, model: 'zzz:q'}\n", "unknown model"},
+		"timeout":         {"agents:\n  - {name: a, model: scripted, approval_timeout: soon, script: [{text: x}]}\n", "not a duration"},
+		"two calls":       {"agents:\n  - name: a\n    model: scripted\n    script: [{call: {name: echo}, raw_call: {name: echo, arguments: x}}]\n", "only one of"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml), opts(t))
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}

@@ -1,0 +1,72 @@
+package catalog
+
+import (
+	"fmt"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// File is the agents file.
+type File struct {
+	Agents []Spec `yaml:"agents" json:"agents"`
+}
+
+// Spec is one agent of the agents file.
+type Spec struct {
+	Name            string         `yaml:"name" json:"name"`
+	Instructions    string         `yaml:"instructions" json:"instructions,omitempty"`
+	Model           string         `yaml:"model" json:"model"`
+	Tools           []string       `yaml:"tools" json:"tools,omitempty"`
+	Handoffs        []string       `yaml:"handoffs" json:"handoffs,omitempty"`
+	Approval        []string       `yaml:"approval" json:"approval,omitempty"`
+	OutputSchema    map[string]any `yaml:"output_schema" json:"output_schema,omitempty"`
+	MaxTurns        int            `yaml:"max_turns" json:"max_turns,omitempty"`
+	ApprovalTimeout Duration       `yaml:"approval_timeout" json:"approval_timeout,omitempty"`
+	Script          []ScriptStep   `yaml:"script" json:"script,omitempty"`
+}
+
+// ScriptStep is one model call of a scripted agent.
+type ScriptStep struct {
+	Call      *ScriptCall  `yaml:"call" json:"call,omitempty"`
+	Calls     []ScriptCall `yaml:"calls" json:"calls,omitempty"`
+	RawCall   *RawCall     `yaml:"raw_call" json:"raw_call,omitempty"`
+	Text      string       `yaml:"text" json:"text,omitempty"`
+	Reasoning string       `yaml:"reasoning" json:"reasoning,omitempty"`
+	DelayMs   int          `yaml:"delay_ms" json:"delay_ms,omitempty"`
+	Finish    string       `yaml:"finish" json:"finish,omitempty"`
+}
+
+// ScriptCall is a scripted tool call with JSON-encodable arguments.
+type ScriptCall struct {
+	Name string         `yaml:"name" json:"name"`
+	Args map[string]any `yaml:"args" json:"args,omitempty"`
+	ID   string         `yaml:"id" json:"id,omitempty"`
+}
+
+// RawCall is a scripted tool call with literal argument text.
+type RawCall struct {
+	Name      string `yaml:"name" json:"name"`
+	Arguments string `yaml:"arguments" json:"arguments"`
+	ID        string `yaml:"id" json:"id,omitempty"`
+}
+
+// Duration is a time.Duration written as "10m", "30s" in YAML.
+type Duration time.Duration
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return fmt.Errorf("line %d: duration must be a string like 10m or 30s", n.Line)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil || v < 0 {
+		return fmt.Errorf("line %d: %q is not a duration like 10m or 30s", n.Line, s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the duration string.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
