@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -24,7 +25,11 @@ func (s *Schema) prepared() *prepared {
 
 func prepare(s *Schema) *prepared {
 	p := &prepared{}
-	p.json, p.jsonErr = appendSchema(nil, s)
+	if p.json, p.jsonErr = appendSchema(nil, s); p.jsonErr == nil {
+		p.json = slices.Clip(p.json) // appends by callers must not share it
+	} else {
+		p.json = nil
+	}
 	c := compiler{root: s, nodes: map[*Schema]*node{}}
 	if p.root, p.err = c.compile(s, "#"); p.err == nil {
 		p.err = c.checkRefCycles()
@@ -290,7 +295,12 @@ func (c *compiler) arrays(n *node, s *Schema, path string) error {
 }
 
 func (c *compiler) objects(n *node, s *Schema, path string) error {
+	seen := make(map[string]bool, len(s.Properties))
 	for _, p := range s.Properties {
+		if seen[p.Name] {
+			continue // a JSON object has one value per name: the first wins
+		}
+		seen[p.Name] = true
 		ps := p.Schema
 		if ps == nil {
 			ps = &Schema{}

@@ -33,7 +33,8 @@ func For[T any]() (*Schema, error) {
 // documentation, and compiles it: the returned schema is ready for
 // concurrent use. A pointer root type yields the schema of its element (not
 // nullable). The error is a [*DeriveError] naming the field that cannot be
-// described.
+// described, or, when a [SchemaProvider] returns a schema that does not
+// compile, an error matching [ErrInvalidSchema].
 func Reflect(t reflect.Type) (*Schema, error) {
 	if t == nil {
 		return nil, &DeriveError{Err: ErrUnsupportedType, Detail: "nil type (an interface value with no type)"}

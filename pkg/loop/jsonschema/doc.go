@@ -80,10 +80,17 @@
 // string lengths in runes, patterns, known formats, array lengths and
 // items, recursively.
 //
-// Derivation compiles the schema: validation walks precomputed checks with
-// type switches, without reflection, and allocates nothing for a valid
-// value. Hand-built schemas compile on first use. A Schema is safe for
-// concurrent use once used, and must not be modified after that.
+// [Schema.ValidateJSON] decodes and validates in one call.
+//
+// Derivation compiles the schema (patterns, enum sets, messages): validation
+// walks precomputed checks with type switches, without reflection, and
+// allocates nothing for a valid value apart from what some format checks
+// need (email, uri, a date-time with an offset). Issues allocate their
+// paths and messages. Hand-built schemas compile on first use; one that
+// does not compile makes Validate return an error matching
+// [ErrInvalidSchema]. A Schema is safe for concurrent use once used, and
+// must not be modified after that: [Schema.Clone] returns a copy that may
+// be.
 //
 // # Strict mode
 //
@@ -96,5 +103,13 @@
 //
 // [Schema.MarshalJSON] writes standard JSON Schema, deterministically:
 // keywords in a fixed order and properties in Go field order. [Schema.JSON]
-// returns the cached encoding.
+// returns the cached encoding. Nullable types marshal as a type list
+// (["integer","null"]), a nullable $ref as anyOf with {"type":"null"}.
+//
+// # Errors
+//
+// Every error matches one sentinel with errors.Is: [ErrUnsupportedType] and
+// [ErrInvalidTag] from derivation (as a [*DeriveError] with the path),
+// [ErrValidation] (as a [*ValidationError] with the issues),
+// [ErrInvalidSchema] and [ErrInvalidJSON].
 package jsonschema

@@ -66,7 +66,7 @@ func (st *state) check(n *node, v any, p seg) {
 	case nil:
 		if n.types&tNull == 0 {
 			st.typeIssue(n, p, "null")
-		} else if n.enum != nil && !n.enum.null && !n.nullable {
+		} else if n.enum != nil && !n.enum.null {
 			st.add(p, n.enum.msg)
 		}
 	case bool:
@@ -180,6 +180,7 @@ func (st *state) object(n *node, m map[string]any, p seg) {
 	if n.enum != nil && !n.enum.hasOther(m) {
 		st.add(p, n.enum.msg)
 	}
+	declared := 0 // properties of m that Properties lists
 	for i := range n.props {
 		pr := &n.props[i]
 		v, ok := m[pr.name]
@@ -189,10 +190,11 @@ func (st *state) object(n *node, m map[string]any, p seg) {
 				st.add(seg{parent: &p, key: pr.name, index: -1}, "is required")
 			}
 		case pr.node != nil:
+			declared++
 			st.check(pr.node, v, seg{parent: &p, key: pr.name, index: -1})
 		}
 	}
-	if !n.closed && n.values == nil {
+	if (!n.closed && n.values == nil) || declared == len(m) {
 		return
 	}
 	for k, v := range m {
