@@ -22,7 +22,6 @@ var (
 	ErrGuardrail         = errors.New("guardrail tripped")
 	ErrOutputValidation  = errors.New("output validation failed")
 	ErrAbandoned         = errors.New("run abandoned: the stream consumer stopped before the terminal event")
-	ErrHandleReused      = errors.New("run handle already iterated: a RunHandle streams once")
 	ErrNoSnapshot        = errors.New("no snapshot")
 	ErrFenced            = errors.New("checkpoint fenced: another writer owns this run")
 	ErrSegmentConflict   = errors.New("session segment conflict")
@@ -169,7 +168,15 @@ type GuardrailTripped struct {
 	Message string
 }
 
-func (e *GuardrailTripped) Error() string        { return e.Stage + " guardrail: " + e.Message }
+// Error is "<stage> guardrail: <message>", or "<stage> guardrail rejected
+// the value" when the guardrail tripped without a message (an error with
+// empty text; lovia's guardrail returning true).
+func (e *GuardrailTripped) Error() string {
+	if e.Message == "" {
+		return e.Stage + " guardrail rejected the value"
+	}
+	return e.Stage + " guardrail: " + e.Message
+}
 func (e *GuardrailTripped) Is(target error) bool { return target == ErrGuardrail }
 
 // OutputValidationError is a final answer that does not parse or validate

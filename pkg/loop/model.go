@@ -243,8 +243,9 @@ func (ru *run) modelPhase() (*modelTurn, error) {
 		}
 		if err := ru.retry.sleep(ru.ctx, ru.retry.delay(attempt, err)); err != nil {
 			if ce := ru.cancel.Err(); ce != nil {
-				return nil, ce
+				err = ce
 			}
+			span.End(err)
 			return nil, err
 		}
 		if ce := ru.cancel.Err(); ce != nil {

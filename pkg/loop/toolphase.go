@@ -55,9 +55,21 @@ func (ru *run) toolPhase(calls []Entry, finish string) (err error) {
 	batchCtx, cancelBatch := context.WithCancel(ru.ctx)
 	defer func() {
 		cancelBatch()
+		// A cancelled batch still keeps the results of calls that finished
+		// (the call that tripped the token, say): tasks run truly in
+		// parallel here, so a sibling's observed cancellation or the next
+		// preflight can see the tripped token before such a result was
+		// surfaced. Aborted calls append nothing and stay dangling.
+		keep := errors.Is(err, ErrCancelled) && !ru.abandoned
 		for inflight > 0 {
-			if it := <-ch; it.done {
+			it := <-ch
+			switch {
+			case it.done:
 				inflight--
+			case keep && it.abort == nil:
+				if ru.surface(it, false) != nil {
+					keep = false
+				}
 			}
 		}
 	}()
@@ -312,11 +324,16 @@ func safeHandler(ctx context.Context, h ApprovalHandler, rc *RunContext, tc Tool
 // result, ToolCallCompleted without ToolCallStarted, then a save.
 func (ru *run) reject(call Entry, msg string) error {
 	if !isJSONObject(call.Arguments) {
+		// Copy on write: slices of the transcript were handed to stores and
+		// policies, which must never see an entry change.
 		ru.rc.mu.Lock()
 		tr := ru.rc.entries
 		for i := len(tr) - 1; i >= ru.runStart; i-- {
 			if tr[i].Kind == KindToolCall && tr[i].CallID == call.CallID {
-				tr[i].Arguments = wireSafeArguments(tr[i].Arguments)
+				next := make([]Entry, len(tr), cap(tr))
+				copy(next, tr)
+				next[i].Arguments = wireSafeArguments(tr[i].Arguments)
+				ru.rc.entries = next
 				break
 			}
 		}
