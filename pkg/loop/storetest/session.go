@@ -269,6 +269,15 @@ func RunSession(t *testing.T, newStore NewSession) {
 		require.Len(t, segments(t, b), 4, "run-c is still present, so the append is a no-op")
 	})
 
+	t.Run("RunIDsRemovedByRewindCanBeAppendedAgain", func(t *testing.T) {
+		b := setup(t)
+		want := three(t, b)
+		require.Equal(t, 7, rewind(t, b, 2))
+		again := loop.Segment{RunID: "run-b", Entries: []loop.Entry{loop.UserText("run-b again")}}
+		appendSeg(t, b, again)
+		requireSegments(t, []loop.Segment{want[0], again}, segments(t, b))
+	})
+
 	t.Run("TrimToolResultsKeepsTheLastRuns", func(t *testing.T) {
 		b := setup(t)
 		long := strings.Repeat("0123456789", 100) // 1000 chars

@@ -1,0 +1,135 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// bucket wraps one KV bucket with the deadline rule (every network call
+// gets Config.Timeout when its context has no deadline), the value layer
+// (value.go) and subject purges on the bucket's stream. Its methods return
+// NATS errors unwrapped; the stores translate them with wrapErr.
+type bucket struct {
+	kv      jetstream.KeyValue
+	stream  jetstream.Stream
+	name    string
+	timeout time.Duration
+	chunk   int // largest value written as one message
+	max     int // largest encoded value
+	log     *slog.Logger
+}
+
+func (b *bucket) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return callCtx(ctx, b.timeout)
+}
+
+func (b *bucket) get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	ctx, cancel := b.callCtx(ctx)
+	defer cancel()
+	return b.kv.Get(ctx, key)
+}
+
+func (b *bucket) put(ctx context.Context, key string, val []byte) (uint64, error) {
+	ctx, cancel := b.callCtx(ctx)
+	defer cancel()
+	return b.kv.Put(ctx, key, val)
+}
+
+func (b *bucket) create(ctx context.Context, key string, val []byte) (uint64, error) {
+	ctx, cancel := b.callCtx(ctx)
+	defer cancel()
+	return b.kv.Create(ctx, key, val)
+}
+
+func (b *bucket) update(ctx context.Context, key string, val []byte, rev uint64) (uint64, error) {
+	ctx, cancel := b.callCtx(ctx)
+	defer cancel()
+	return b.kv.Update(ctx, key, val, rev)
+}
+
+// purgeKey removes a key's history, if its revision is still rev.
+func (b *bucket) purgeKey(ctx context.Context, key string, rev uint64) error {
+	ctx, cancel := b.callCtx(ctx)
+	defer cancel()
+	return b.kv.Purge(ctx, key, jetstream.LastRevision(rev))
+}
+
+// deleteKey places a delete marker on key, if its revision is still rev.
+func (b *bucket) deleteKey(ctx context.Context, key string, rev uint64) error {
+	ctx, cancel := b.callCtx(ctx)
+	defer cancel()
+	return b.kv.Delete(ctx, key, jetstream.LastRevision(rev))
+}
+
+// purge removes every message whose key matches filter (wildcards allowed)
+// from the bucket's stream, leaving no markers behind.
+func (b *bucket) purge(ctx context.Context, filter string) error {
+	ctx, cancel := b.callCtx(ctx)
+	defer cancel()
+	return b.stream.Purge(ctx, jetstream.WithPurgeSubject("$KV."+b.name+"."+filter))
+}
+
+// purgeQuietly is purge for cleanup nobody waits on: failures are logged,
+// and what stays behind goes with the next purge of the owning id.
+func (b *bucket) purgeQuietly(ctx context.Context, filter string) {
+	if filter == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.timeout)
+	defer cancel()
+	if err := b.purge(ctx, filter); err != nil {
+		b.log.LogAttrs(ctx, slog.LevelWarn, "store: cleanup left keys behind",
+			slog.String("bucket", b.name), slog.String("keys", filter), slog.String("error", err.Error()))
+	}
+}
+
+// list returns the current value of every key that matches filter, in
+// stream order (ascending revision), skipping deleted keys. It reads
+// through one short-lived ordered consumer.
+func (b *bucket) list(ctx context.Context, filter string) ([]jetstream.KeyValueEntry, error) {
+	ctx, cancel := b.callCtx(ctx)
+	defer cancel()
+	w, err := b.kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, err
+	}
+	defer stopWatch(w)
+	var out []jetstream.KeyValueEntry
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, fmt.Errorf("watch %s closed before its initial values: %w", filter, jetstream.ErrConnectionClosed)
+			}
+			if e == nil {
+				return out, nil
+			}
+			out = append(out, e)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// stopWatch unsubscribes and waits for the subscription's delivery goroutine
+// to finish (it closes the updates channel on its way out); draining also
+// unblocks a delivery stuck on a full channel.
+func stopWatch(w jetstream.KeyWatcher) {
+	_ = w.Stop()
+	timeout := time.NewTimer(5 * time.Second)
+	defer timeout.Stop()
+	for {
+		select {
+		case _, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+		case <-timeout.C:
+			return
+		}
+	}
+}

@@ -1,0 +1,343 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/nats-io/nuid"
+
+	"github.com/lovia-fleet/lovia/pkg/loop"
+)
+
+// Checkpointer is a [loop.Checkpointer] on a KV bucket. A run is a small head
+// key and one batch key per non-empty append:
+//
+//	<run>.head              headRecord (msgpack): the RunHead, the entry and batch counts, the last batch's key
+//	<run>.b.<seq>.<nonce>   batchRecord: the entries of one append and the key of the batch before it
+//
+// An append writes the new batch, then the head with a compare-and-set on
+// the head revision the writer last saw (kv.Create when it saw none), so its
+// cost does not grow with the transcript: two messages, or one for an empty
+// append. The revision the loop sees is the head's KV revision.
+//
+// # Fencing
+//
+// A writer whose head revision is stale loses the compare-and-set and gets an
+// error matching [loop.ErrFenced]. The batch it wrote first is under a key
+// with a nonce that no head references (batches chain backwards from the
+// head), so Load never sees it. The store purges such an orphan right away
+// when the refusal is definite; if that fails, or the writer crashed between
+// the two writes, the orphan stays until [Checkpointer.Delete] purges every
+// key of the run. A write whose outcome is unknown (a timeout) leaves its
+// batch alone, since the head may reference it.
+//
+// # Cache
+//
+// To append without reading the head first, the checkpointer remembers, per
+// run, the last head it wrote or loaded (revision, counts, last batch). The
+// cache only saves a read: a write still goes through the compare-and-set,
+// and a writer presenting a revision the cache does not hold makes the store
+// read the head.
+//
+// Load reads the head, then every batch key of the run through one
+// short-lived ordered consumer, and follows the chain. It is safe for
+// concurrent use.
+type Checkpointer struct {
+	b     *bucket
+	cache headCache
+}
+
+var _ loop.Checkpointer = (*Checkpointer)(nil)
+
+type headRecord struct {
+	Head    loop.RunHead `msgpack:"head"`
+	Entries int          `msgpack:"entries"`
+	Batches int          `msgpack:"batches"`
+	Last    string       `msgpack:"last,omitempty"`
+}
+
+type batchRecord struct {
+	Prev    string       `msgpack:"prev,omitempty"`
+	Base    int          `msgpack:"base"`
+	Entries []loop.Entry `msgpack:"entries"`
+}
+
+// headState is what an append needs to know about the stored head.
+type headState struct {
+	rev     uint64
+	entries int
+	batches int
+	last    string
+	chunks  string // filter of the head value's chunks, if chunked
+}
+
+func headKey(run string) string { return run + ".head" }
+
+func batchKey(run string, seq int) string {
+	return fmt.Sprintf("%s.b.%08d.%s", run, seq, nuid.Next())
+}
+
+// Load returns the stored run, or an error matching [loop.ErrNoSnapshot].
+func (c *Checkpointer) Load(ctx context.Context, runID string) (*loop.Snapshot, error) {
+	const op = "checkpoint load"
+	if err := checkID(op, "run id", runID); err != nil {
+		return nil, err
+	}
+	var err error
+	for range 3 {
+		var snap *loop.Snapshot
+		snap, err = c.load(ctx, runID)
+		if !errors.Is(err, errMissingChunk) {
+			return snap, err
+		}
+		// The head moved on while we read the values it referenced.
+	}
+	return nil, fmt.Errorf("store: %s %s: %w: %w", op, runID, ErrConflict, err)
+}
+
+func (c *Checkpointer) load(ctx context.Context, runID string) (*loop.Snapshot, error) {
+	const op = "checkpoint load"
+	e, err := c.b.get(ctx, headKey(runID))
+	if isNotFound(err) {
+		return nil, fmt.Errorf("store: %s %s: %w", op, runID, loop.ErrNoSnapshot)
+	}
+	if err != nil {
+		return nil, wrapErr(op, runID, err)
+	}
+	var h headRecord
+	chunks, err := c.b.decode(ctx, e.Value(), &h)
+	if err != nil {
+		return nil, wrapLoad(runID, err)
+	}
+	if h.Entries < 0 || h.Batches < 0 || h.Batches > h.Entries {
+		return nil, fmt.Errorf("store: %s %s: %w: head counts %d entries in %d batches", op, runID, ErrCorrupt, h.Entries, h.Batches)
+	}
+	entries := make([]loop.Entry, 0, h.Entries)
+	if h.Batches > 0 {
+		batches, err := c.loadBatches(ctx, runID, &h)
+		if err != nil {
+			return nil, wrapLoad(runID, err)
+		}
+		for i := range batches {
+			entries = append(entries, batches[i].Entries...)
+		}
+	}
+	c.cache.put(runID, headState{rev: e.Revision(), entries: h.Entries, batches: h.Batches, last: h.Last, chunks: chunks})
+	h.Head.UpdatedAt = utc(h.Head.UpdatedAt)
+	return &loop.Snapshot{RunID: runID, Entries: entries, RunHead: h.Head, Revision: e.Revision()}, nil
+}
+
+func wrapLoad(runID string, err error) error {
+	if errors.Is(err, errMissingChunk) {
+		return err // retried by Load
+	}
+	if errors.Is(err, ErrCorrupt) {
+		return fmt.Errorf("store: checkpoint load %s: %w", runID, err)
+	}
+	return wrapErr("checkpoint load", runID, err)
+}
+
+// loadBatches reads the batches the head chains to, oldest first.
+func (c *Checkpointer) loadBatches(ctx context.Context, runID string, h *headRecord) ([]batchRecord, error) {
+	listed, err := c.b.list(ctx, runID+".b.>")
+	if err != nil {
+		return nil, err
+	}
+	byKey := make(map[string][]byte, len(listed))
+	for _, e := range listed {
+		byKey[e.Key()] = e.Value()
+	}
+	batches := make([]batchRecord, h.Batches)
+	key := h.Last
+	for i := h.Batches - 1; i >= 0; i-- {
+		if key == "" {
+			return nil, fmt.Errorf("%w: the batch chain ends after %d of %d batches", ErrCorrupt, h.Batches-1-i, h.Batches)
+		}
+		frame, ok := byKey[key]
+		if !ok {
+			// Written before the head we read, so the listing should hold
+			// it; a purge (Delete) in between is the likely cause.
+			e, err := c.b.get(ctx, key)
+			if isNotFound(err) {
+				return nil, fmt.Errorf("%w: batch %s", errMissingChunk, key)
+			}
+			if err != nil {
+				return nil, err
+			}
+			frame = e.Value()
+		}
+		if _, err := c.b.decode(ctx, frame, &batches[i]); err != nil {
+			return nil, err
+		}
+		key = batches[i].Prev
+	}
+	if key != "" {
+		return nil, fmt.Errorf("%w: the batch chain is longer than the head's %d batches", ErrCorrupt, h.Batches)
+	}
+	n := 0
+	for i := range batches {
+		if batches[i].Base != n {
+			return nil, fmt.Errorf("%w: batch %d starts at entry %d, want %d", ErrCorrupt, i, batches[i].Base, n)
+		}
+		n += len(batches[i].Entries)
+	}
+	if n != h.Entries {
+		return nil, fmt.Errorf("%w: the batches hold %d entries, the head counts %d", ErrCorrupt, n, h.Entries)
+	}
+	return batches, nil
+}
+
+// Append appends w.Entries and replaces the head, conditional on w.Revision
+// (see [loop.Checkpointer] and the type's doc for fencing). It returns the
+// head's new KV revision.
+func (c *Checkpointer) Append(ctx context.Context, runID string, w loop.CheckpointWrite) (uint64, error) {
+	const op = "checkpoint append"
+	if err := checkID(op, "run id", runID); err != nil {
+		return 0, err
+	}
+	var cur headState
+	if w.Revision != 0 {
+		var ok bool
+		if cur, ok = c.cache.get(runID); !ok || cur.rev != w.Revision {
+			var err error
+			if cur, err = c.readHead(ctx, runID, w.Revision); err != nil {
+				return 0, err
+			}
+		}
+	}
+	if w.Base != cur.entries {
+		return 0, fmt.Errorf("store: %s %s: %w: %w: %d entries are stored, the writer's base is %d", op, runID, loop.ErrFenced, ErrBaseMismatch, cur.entries, w.Base)
+	}
+
+	next := headRecord{Head: w.Head, Entries: cur.entries, Batches: cur.batches, Last: cur.last}
+	var orphans []string
+	if len(w.Entries) > 0 {
+		key := batchKey(runID, cur.batches)
+		frame, chunks, err := c.b.encode(ctx, runID, &batchRecord{Prev: cur.last, Base: cur.entries, Entries: w.Entries})
+		if err != nil {
+			return 0, wrapErr(op, runID, err)
+		}
+		if _, err := c.b.put(ctx, key, frame); err != nil {
+			c.b.purgeQuietly(ctx, chunks)
+			return 0, wrapErr(op, runID, err)
+		}
+		orphans = append(orphans, key, chunks)
+		next.Entries += len(w.Entries)
+		next.Batches++
+		next.Last = key
+	}
+	frame, chunks, err := c.b.encode(ctx, runID, &next)
+	if err != nil {
+		c.dropAll(ctx, orphans)
+		return 0, wrapErr(op, runID, err)
+	}
+	orphans = append(orphans, chunks)
+
+	var rev uint64
+	if w.Revision == 0 {
+		rev, err = c.b.create(ctx, headKey(runID), frame)
+	} else {
+		rev, err = c.b.update(ctx, headKey(runID), frame, w.Revision)
+	}
+	if err != nil {
+		c.cache.drop(runID)
+		if isCAS(err) {
+			// A definite refusal: nothing references what we wrote.
+			c.dropAll(ctx, orphans)
+			return 0, fmt.Errorf("store: %s %s: %w: %w", op, runID, loop.ErrFenced, err)
+		}
+		return 0, wrapErr(op, runID, err)
+	}
+	c.cache.put(runID, headState{rev: rev, entries: next.Entries, batches: next.Batches, last: next.Last, chunks: chunks})
+	// The previous head's chunks (rare: heads are small) are unreferenced now.
+	c.b.purgeQuietly(ctx, cur.chunks)
+	return rev, nil
+}
+
+// readHead reads the stored head for a writer that presents revision want.
+func (c *Checkpointer) readHead(ctx context.Context, runID string, want uint64) (headState, error) {
+	const op = "checkpoint append"
+	for range 3 {
+		e, err := c.b.get(ctx, headKey(runID))
+		if isNotFound(err) {
+			return headState{}, fmt.Errorf("store: %s %s: %w: nothing is stored, the writer expected revision %d", op, runID, loop.ErrFenced, want)
+		}
+		if err != nil {
+			return headState{}, wrapErr(op, runID, err)
+		}
+		if e.Revision() != want {
+			return headState{}, fmt.Errorf("store: %s %s: %w: stored revision %d, the writer expected %d", op, runID, loop.ErrFenced, e.Revision(), want)
+		}
+		var h headRecord
+		chunks, err := c.b.decode(ctx, e.Value(), &h)
+		if errors.Is(err, errMissingChunk) {
+			continue // replaced while we read it; the next read says by whom
+		}
+		if err != nil {
+			return headState{}, wrapLoad(runID, err)
+		}
+		return headState{rev: e.Revision(), entries: h.Entries, batches: h.Batches, last: h.Last, chunks: chunks}, nil
+	}
+	return headState{}, fmt.Errorf("store: %s %s: %w: the head keeps changing", op, runID, loop.ErrFenced)
+}
+
+func (c *Checkpointer) dropAll(ctx context.Context, filters []string) {
+	for _, f := range filters {
+		c.b.purgeQuietly(ctx, f)
+	}
+}
+
+// Delete removes every key of the run — head, batches, chunks and any
+// orphans of fenced writers — with one subject purge. Deleting an unknown run
+// is not an error. A writer still holding the run's revision is fenced
+// afterwards: revisions are stream sequences and never come back.
+func (c *Checkpointer) Delete(ctx context.Context, runID string) error {
+	const op = "checkpoint delete"
+	if err := checkID(op, "run id", runID); err != nil {
+		return err
+	}
+	c.cache.drop(runID)
+	if err := c.b.purge(ctx, runID+".>"); err != nil {
+		return wrapErr(op, runID, err)
+	}
+	return nil
+}
+
+// headCache remembers the last head this process wrote or read per run. It
+// is bounded; an evicted run costs one head read on its next append.
+type headCache struct {
+	mu sync.Mutex
+	m  map[string]headState
+}
+
+const headCacheSize = 4096
+
+func (h *headCache) get(run string) (headState, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s, ok := h.m[run]
+	return s, ok
+}
+
+func (h *headCache) put(run string, s headState) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m == nil {
+		h.m = make(map[string]headState)
+	}
+	if _, ok := h.m[run]; !ok && len(h.m) >= headCacheSize {
+		for k := range h.m { // evict an arbitrary run
+			delete(h.m, k)
+			break
+		}
+	}
+	h.m[run] = s
+}
+
+func (h *headCache) drop(run string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.m, run)
+}

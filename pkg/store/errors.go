@@ -1,0 +1,96 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Sentinels. Every error a store returns names the operation and the id it
+// worked on and wraps one of these (or one of package loop's:
+// [loop.ErrFenced], [loop.ErrNoSnapshot], [loop.ErrMailboxTokenEmpty]) and,
+// when NATS said no, the NATS error too, so callers can match either:
+//
+//	store: checkpoint append run-1: checkpoint fenced: another writer owns this run: nats: API error: code=400 err_code=10071 …
+var (
+	// ErrInvalidID: a run id, session id or mailbox token is not 1–128
+	// characters of [A-Za-z0-9_-] (PROTOCOL.md, "Identifiers").
+	ErrInvalidID = errors.New("invalid id")
+	// ErrInvalidArgument: an argument is out of range (a negative count).
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrInvalidConfig: Config.validate refused a field; the message names it.
+	ErrInvalidConfig = errors.New("invalid store config")
+	// ErrBucketNotFound: a bucket the store binds to does not exist. Create
+	// it with [EnsureBuckets].
+	ErrBucketNotFound = errors.New("bucket not found (run store.EnsureBuckets)")
+	// ErrTimeout: a network call hit its deadline (the caller's, or
+	// Config.Timeout when the caller's context had none). The outcome of a
+	// write that timed out is unknown.
+	ErrTimeout = errors.New("timeout")
+	// ErrUnavailable: the connection is closed or JetStream did not answer.
+	ErrUnavailable = errors.New("jetstream unavailable")
+	// ErrTooLarge: a value exceeds Config.MaxValueSize, or the server
+	// refused a message as too large.
+	ErrTooLarge = errors.New("value too large")
+	// ErrCorrupt: a stored value does not decode, or a checkpoint's batch
+	// chain is broken.
+	ErrCorrupt = errors.New("corrupt stored value")
+	// ErrConflict: a compare-and-set lost to a concurrent writer (after the
+	// retries the operation allows).
+	ErrConflict = errors.New("revision conflict")
+	// ErrBaseMismatch: a checkpoint write's Base is not the stored entry
+	// count. It comes together with [loop.ErrFenced].
+	ErrBaseMismatch = errors.New("checkpoint base mismatch")
+	// ErrRunExists: [Runs.Create] found the run indexed already.
+	ErrRunExists = errors.New("run exists")
+	// ErrRunNotFound: the run index has no record for the run.
+	ErrRunNotFound = errors.New("run not found")
+	// ErrBackend: any other JetStream error.
+	ErrBackend = errors.New("jetstream error")
+)
+
+// wrapErr translates a NATS error at the boundary: "store: <op> <id>:
+// <sentinel>: <nats error>".
+func wrapErr(op, id string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("store: %s %s: %w", op, id, err)
+	}
+	return fmt.Errorf("store: %s %s: %w: %w", op, id, classify(err), err)
+}
+
+// classify maps a NATS error to the sentinel that describes it.
+func classify(err error) error {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+		return ErrTimeout
+	case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+		return ErrConflict
+	case errors.Is(err, jetstream.ErrBucketNotFound), errors.Is(err, jetstream.ErrStreamNotFound):
+		return ErrBucketNotFound
+	case errors.Is(err, nats.ErrMaxPayload), errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum):
+		return ErrTooLarge
+	case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionDraining),
+		errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse),
+		errors.Is(err, jetstream.ErrConnectionClosed), errors.Is(err, jetstream.ErrServerShutdown),
+		errors.Is(err, jetstream.ErrJetStreamNotEnabled):
+		return ErrUnavailable
+	}
+	return ErrBackend
+}
+
+// isCAS reports whether err is a lost compare-and-set (the key exists, or
+// its revision moved on) — a definite refusal, unlike a timeout.
+func isCAS(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
+}
+
+// isNotFound reports whether err says a key is absent or deleted.
+func isNotFound(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted)
+}

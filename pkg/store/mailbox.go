@@ -1,0 +1,132 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lovia-fleet/lovia/pkg/loop"
+)
+
+// Mailbox is a [loop.Mailbox] for one run on a KV bucket: one key per
+// queued message, <run>.m.<token>.
+//
+// Push writes with kv.Create. Its token is msg.Token when set (1–128
+// characters of [A-Za-z0-9_-]) and otherwise a lowercase ULID, unique and
+// ordered by time; pushing a token that is still queued is a no-op, so a
+// client can retry a push safely.
+//
+// Drain lists the run's message keys through one short-lived ordered
+// consumer, orders them by KV revision — the order in which the server
+// stored the pushes, so FIFO holds across processes — and takes each message
+// by deleting its key conditionally on the revision it read. Of two
+// concurrent drainers (or a drainer and Remove) exactly one deletes a given
+// message, and only that one returns it: a message is never returned twice.
+// A delete whose outcome is unknown (a timeout) drops the message from that
+// drain's result and ends the drain, so a message may be lost to a network
+// failure but is never duplicated. It is safe for concurrent use.
+type Mailbox struct {
+	b   *bucket
+	run string
+}
+
+var _ loop.Mailbox = (*Mailbox)(nil)
+
+func (m *Mailbox) key(token string) string { return m.run + ".m." + token }
+
+// Push queues msg and returns its token.
+func (m *Mailbox) Push(ctx context.Context, msg loop.MailMessage) (string, error) {
+	const op = "mailbox push"
+	if msg.Token == "" {
+		msg.Token = newToken()
+	} else if err := checkID(op, "token", msg.Token); err != nil {
+		return "", err
+	}
+	frame, chunks, err := m.b.encode(ctx, m.run, &msg)
+	if err != nil {
+		return "", wrapErr(op, m.run, err)
+	}
+	if _, err := m.b.create(ctx, m.key(msg.Token), frame); err != nil {
+		if isCAS(err) {
+			m.b.purgeQuietly(ctx, chunks)
+			return msg.Token, nil // queued already
+		}
+		return "", wrapErr(op, m.run, err)
+	}
+	return msg.Token, nil
+}
+
+// Remove withdraws a queued message. It reports false when the token is
+// not queued: never pushed, removed or drained already, or taken by a
+// concurrent Drain.
+func (m *Mailbox) Remove(ctx context.Context, token string) (bool, error) {
+	const op = "mailbox remove"
+	if token == "" {
+		return false, fmt.Errorf("store: %s %s: %w", op, m.run, loop.ErrMailboxTokenEmpty)
+	}
+	if err := checkID(op, "token", token); err != nil {
+		return false, err
+	}
+	e, err := m.b.get(ctx, m.key(token))
+	if isNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, wrapErr(op, m.run, err)
+	}
+	chunks := chunksOf(e.Value())
+	if err := m.b.deleteKey(ctx, m.key(token), e.Revision()); err != nil {
+		if isCAS(err) {
+			return false, nil
+		}
+		return false, wrapErr(op, m.run, err)
+	}
+	m.b.purgeQuietly(ctx, chunks)
+	return true, nil
+}
+
+// Drain takes every queued message, in push order.
+func (m *Mailbox) Drain(ctx context.Context) ([]loop.MailMessage, error) {
+	const op = "mailbox drain"
+	listed, err := m.b.list(ctx, m.run+".m.*")
+	if err != nil {
+		return nil, wrapErr(op, m.run, err)
+	}
+	slices.SortFunc(listed, func(a, b jetstream.KeyValueEntry) int { return cmp.Compare(a.Revision(), b.Revision()) })
+	var out []loop.MailMessage
+	for _, e := range listed {
+		var msg loop.MailMessage
+		chunks, decErr := m.b.decode(ctx, e.Value(), &msg)
+		// A chunk missing means a concurrent drainer took the message; its
+		// delete below then fails the revision check.
+		if err := m.b.deleteKey(ctx, e.Key(), e.Revision()); err != nil {
+			if isCAS(err) {
+				continue // taken by a concurrent drainer or Remove
+			}
+			if len(out) > 0 {
+				// Hand over what is ours; the rest stays queued.
+				m.b.log.LogAttrs(ctx, slog.LevelWarn, "store: mailbox drain stopped early",
+					slog.String("run", m.run), slog.String("error", err.Error()))
+				return out, nil
+			}
+			return nil, wrapErr(op, m.run, err)
+		}
+		m.b.purgeQuietly(ctx, chunks)
+		if decErr != nil {
+			m.b.log.LogAttrs(ctx, slog.LevelWarn, "store: mailbox dropped an undecodable message",
+				slog.String("run", m.run), slog.String("key", e.Key()), slog.String("error", decErr.Error()))
+			continue
+		}
+		out = append(out, msg)
+	}
+	return out, nil
+}
+
+// Clear removes every queued message of the run, e.g. when the run ends.
+func (m *Mailbox) Clear(ctx context.Context) error {
+	return wrapErr("mailbox clear", m.run, m.b.purge(ctx, m.run+".>"))
+}

@@ -1,0 +1,189 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lovia-fleet/lovia/pkg/loop"
+)
+
+// RunStatus is a run's status in the index, as the status reply names it
+// (PROTOCOL.md).
+type RunStatus string
+
+// Run statuses.
+const (
+	RunQueued    RunStatus = "queued"
+	RunRunning   RunStatus = "running"
+	RunCompleted RunStatus = "completed"
+	RunFailed    RunStatus = "failed"
+)
+
+// RunRecord is a run's entry in the index: the fields of the status reply
+// (`<p>.api.run.<run_id>.status`) plus timestamps and the request's
+// metadata. Its JSON encoding is the status reply's.
+type RunRecord struct {
+	RunID     string    `json:"run_id" msgpack:"run_id"`
+	Agent     string    `json:"agent" msgpack:"agent"`
+	SessionID string    `json:"session_id,omitempty" msgpack:"session_id,omitempty"`
+	Status    RunStatus `json:"status" msgpack:"status"`
+	// Worker is the worker that owns (or last owned) the run.
+	Worker string `json:"worker,omitempty" msgpack:"worker,omitempty"`
+	// Attempt counts the claims of the run, 1 for the first.
+	Attempt int `json:"attempt" msgpack:"attempt"`
+	Turns   int `json:"turns" msgpack:"turns"`
+	// Result is the output of a completed run.
+	Result any `json:"result,omitempty" msgpack:"result,omitempty"`
+	// Error describes why a run failed.
+	Error    *loop.ErrorInfo `json:"error,omitempty" msgpack:"error,omitempty"`
+	Metadata map[string]any  `json:"metadata,omitempty" msgpack:"metadata,omitempty"`
+
+	CreatedAt  time.Time `json:"created_at" msgpack:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at" msgpack:"updated_at"`
+	StartedAt  time.Time `json:"started_at,omitzero" msgpack:"started_at,omitempty"`
+	FinishedAt time.Time `json:"finished_at,omitzero" msgpack:"finished_at,omitempty"`
+}
+
+// RunEntry is a record with the KV revision it was read or written at, the
+// token of the next compare-and-set.
+type RunEntry struct {
+	Record   RunRecord
+	Revision uint64
+	chunks   string
+}
+
+// Runs is the run index on a KV bucket, one key per run (<run>.rec), every
+// change a compare-and-set on its revision. It is safe for concurrent use.
+type Runs struct {
+	b       *bucket
+	retries int
+	now     func() time.Time
+}
+
+func runKey(run string) string { return run + ".rec" }
+
+// Create indexes a new run. Empty Status becomes queued; zero CreatedAt and
+// UpdatedAt become now. It fails with ErrRunExists when the run is indexed.
+func (r *Runs) Create(ctx context.Context, rec RunRecord) (*RunEntry, error) {
+	const op = "run create"
+	if err := checkID(op, "run id", rec.RunID); err != nil {
+		return nil, err
+	}
+	now := r.now().UTC()
+	if rec.Status == "" {
+		rec.Status = RunQueued
+	}
+	if rec.CreatedAt.IsZero() {
+		rec.CreatedAt = now
+	}
+	if rec.UpdatedAt.IsZero() {
+		rec.UpdatedAt = now
+	}
+	frame, chunks, err := r.b.encode(ctx, rec.RunID, &rec)
+	if err != nil {
+		return nil, wrapErr(op, rec.RunID, err)
+	}
+	rev, err := r.b.create(ctx, runKey(rec.RunID), frame)
+	if err != nil {
+		if isCAS(err) {
+			r.b.purgeQuietly(ctx, chunks)
+			return nil, fmt.Errorf("store: %s %s: %w: %w", op, rec.RunID, ErrRunExists, err)
+		}
+		return nil, wrapErr(op, rec.RunID, err)
+	}
+	return &RunEntry{Record: rec, Revision: rev, chunks: chunks}, nil
+}
+
+// Get reads a run's record; ErrRunNotFound when the run is not indexed.
+func (r *Runs) Get(ctx context.Context, runID string) (*RunEntry, error) {
+	const op = "run get"
+	if err := checkID(op, "run id", runID); err != nil {
+		return nil, err
+	}
+	for range 3 {
+		e, err := r.b.get(ctx, runKey(runID))
+		if isNotFound(err) {
+			return nil, fmt.Errorf("store: %s %s: %w", op, runID, ErrRunNotFound)
+		}
+		if err != nil {
+			return nil, wrapErr(op, runID, err)
+		}
+		out := &RunEntry{Revision: e.Revision()}
+		out.chunks, err = r.b.decode(ctx, e.Value(), &out.Record)
+		if errors.Is(err, errMissingChunk) {
+			continue // replaced while we read it
+		}
+		if errors.Is(err, ErrCorrupt) {
+			return nil, fmt.Errorf("store: %s %s: %w", op, runID, err)
+		}
+		if err != nil {
+			return nil, wrapErr(op, runID, err)
+		}
+		r := &out.Record
+		r.CreatedAt, r.UpdatedAt, r.StartedAt, r.FinishedAt = utc(r.CreatedAt), utc(r.UpdatedAt), utc(r.StartedAt), utc(r.FinishedAt)
+		return out, nil
+	}
+	return nil, fmt.Errorf("store: %s %s: %w: the record keeps changing", op, runID, ErrConflict)
+}
+
+// Update writes e.Record if the stored revision is still e.Revision, and
+// moves e to the new revision. UpdatedAt becomes now. A lost
+// compare-and-set fails with ErrConflict: read again and retry, or use
+// Modify.
+func (r *Runs) Update(ctx context.Context, e *RunEntry) error {
+	const op = "run update"
+	if err := checkID(op, "run id", e.Record.RunID); err != nil {
+		return err
+	}
+	rec := e.Record
+	rec.UpdatedAt = r.now().UTC()
+	frame, chunks, err := r.b.encode(ctx, rec.RunID, &rec)
+	if err != nil {
+		return wrapErr(op, rec.RunID, err)
+	}
+	rev, err := r.b.update(ctx, runKey(rec.RunID), frame, e.Revision)
+	if err != nil {
+		if isCAS(err) {
+			r.b.purgeQuietly(ctx, chunks)
+		}
+		return wrapErr(op, rec.RunID, err)
+	}
+	r.b.purgeQuietly(ctx, e.chunks)
+	e.Record, e.Revision, e.chunks = rec, rev, chunks
+	return nil
+}
+
+// Modify applies fn to the run's current record and writes the result with a
+// compare-and-set, reading again and re-applying fn when another writer got
+// there first (up to Config.CASRetries times). An error from fn is returned
+// as is, and nothing is written.
+func (r *Runs) Modify(ctx context.Context, runID string, fn func(*RunRecord) error) (*RunEntry, error) {
+	for attempt := 0; ; attempt++ {
+		e, err := r.Get(ctx, runID)
+		if err != nil {
+			return nil, err
+		}
+		if err := fn(&e.Record); err != nil {
+			return nil, err
+		}
+		e.Record.RunID = runID
+		err = r.Update(ctx, e)
+		if err == nil {
+			return e, nil
+		}
+		if !errors.Is(err, ErrConflict) || attempt >= r.retries {
+			return nil, err
+		}
+	}
+}
+
+// Delete removes the run from the index; an unknown run is not an error.
+func (r *Runs) Delete(ctx context.Context, runID string) error {
+	const op = "run delete"
+	if err := checkID(op, "run id", runID); err != nil {
+		return err
+	}
+	return wrapErr(op, runID, r.b.purge(ctx, runID+".>"))
+}
