@@ -224,6 +224,10 @@ func (ru *run) modelPhase() (*modelTurn, error) {
 			reactiveTried = true
 			nview, nest, cerr := ru.compactView(true, overflow.ReportedWindow)
 			if cerr == nil && nview != nil && (est == 0 || nest == 0 || float64(nest) < 0.95*float64(est)) {
+				if err := ru.emitCompacted(len(ru.transcript()), len(nview)); err != nil {
+					span.End(err)
+					return nil, err
+				}
 				req.Entries = ru.injectView(nview)
 				asm.reset()
 				attempt--
@@ -311,12 +315,26 @@ func (ru *run) compactView(overflow bool, window int) ([]Entry, int, error) {
 		if n.Reason == "" {
 			n.Reason = "context_policy"
 		}
-		ru.lastNotice = &n
-		if err := ru.emit(&ContextCompacted{Notice: n, EntriesBefore: len(tr), EntriesAfter: len(view)}); err != nil {
-			return nil, 0, err
+		ru.pendingNotice = &n
+		if !overflow {
+			if err := ru.emitCompacted(len(tr), len(view)); err != nil {
+				return nil, 0, err
+			}
 		}
 	}
 	return view, res.Estimate, nil
+}
+
+// emitCompacted emits the pending compaction notice (the reactive one only
+// when the runner retries with the compacted view).
+func (ru *run) emitCompacted(before, after int) error {
+	n := ru.pendingNotice
+	if n == nil {
+		return nil
+	}
+	ru.pendingNotice = nil
+	ru.lastNotice = n
+	return ru.emit(&ContextCompacted{Notice: *n, EntriesBefore: before, EntriesAfter: after})
 }
 
 // injectView appends plugin view injectors' entries to this call's view.

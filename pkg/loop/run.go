@@ -50,6 +50,7 @@ type run struct {
 	finish          *string
 	contextState    map[string]any
 	lastNotice      *CompactionNotice
+	pendingNotice   *CompactionNotice
 	pendingHandoff  *handoffSignal
 	repairs         int
 	toolCalls       int

@@ -288,6 +288,10 @@ func (ru *run) approve(tc ToolCall) (bool, error) {
 				if ce := ru.cancel.Err(); ce != nil {
 					return false, ce
 				}
+				if ru.parent.Err() != nil {
+					// The caller stopped the run (shutdown): no decision.
+					return false, context.Cause(ru.parent)
+				}
 				if err := ru.emit(&ToolCallFailed{Call: tc, Error: Describe(err), Err: err}); err != nil {
 					return false, err
 				}

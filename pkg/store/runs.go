@@ -36,6 +36,11 @@ type RunRecord struct {
 	Turns   int `json:"turns" msgpack:"turns"`
 	// Result is the output of a completed run.
 	Result any `json:"result,omitempty" msgpack:"result,omitempty"`
+	// Usage and FinalAgent describe a completed run.
+	Usage      *loop.Usage `json:"usage,omitempty" msgpack:"usage,omitempty"`
+	FinalAgent string      `json:"final_agent,omitempty" msgpack:"final_agent,omitempty"`
+	// Submissions counts the submissions of the run (1 for the first).
+	Submissions int `json:"submissions,omitempty" msgpack:"submissions,omitempty"`
 	// Error describes why a run failed.
 	Error    *loop.ErrorInfo `json:"error,omitempty" msgpack:"error,omitempty"`
 	Metadata map[string]any  `json:"metadata,omitempty" msgpack:"metadata,omitempty"`

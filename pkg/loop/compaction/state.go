@@ -2,7 +2,6 @@ package compaction
 
 import (
 	"encoding/json"
-	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -323,6 +322,9 @@ func (o *offloadSet) keep(ok func(string) bool) {
 func (o *offloadSet) empty() bool { return len(o.raw) == 0 && len(o.added) == 0 }
 
 func (o *offloadSet) len() int {
+	if o.empty() {
+		return 0
+	}
 	n := len(o.added)
 	for id := range o.raw {
 		if !o.dropped[id] {
@@ -416,9 +418,4 @@ func toFloat(v any) (float64, bool) {
 		return float64(n), true
 	}
 	return 0, false
-}
-
-// keysSorted is maps.Keys, sorted (deterministic logs and tests).
-func keysSorted[V any](m map[string]V) []string {
-	return slices.Sorted(maps.Keys(m))
 }

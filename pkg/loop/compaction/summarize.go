@@ -2,7 +2,6 @@ package compaction
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -107,7 +106,7 @@ func (s Summarize) Plan(ctx context.Context, pc *PlanContext) (bool, error) {
 		}
 		st.summaryFailures = 0
 		if err := pc.SetSummary(text, cut); err != nil {
-			return decided, errors.Join(errors.New("compaction: summarize"), err)
+			return decided, fmt.Errorf("compaction: summarize: %w", err)
 		}
 		decided = true
 		start = cut
