@@ -1,0 +1,187 @@
+// Package fleettest starts fleets for tests: an embedded NATS server with
+// JetStream, provisioned streams and buckets, workers, the API service and
+// a client. Everything stops in t.Cleanup.
+package fleettest
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/catalog"
+	"github.com/lovia-fleet/lovia/pkg/client"
+	"github.com/lovia-fleet/lovia/pkg/loop"
+	"github.com/lovia-fleet/lovia/pkg/service"
+	"github.com/lovia-fleet/lovia/pkg/store"
+	"github.com/lovia-fleet/lovia/pkg/tools"
+	"github.com/lovia-fleet/lovia/pkg/worker"
+)
+
+// Fleet is a running test fleet.
+type Fleet struct {
+	T         testing.TB
+	Server    *bus.Embedded
+	Conn      *nats.Conn
+	JS        jetstream.JetStream
+	Store     *store.Store
+	Catalog   *catalog.Catalog
+	Client    *client.Client
+	API       *service.API
+	Workspace string
+	Workers   []*worker.Worker
+}
+
+// Options configures a Fleet.
+type Options struct {
+	// AgentsYAML is the agents file (default: the demo agent only).
+	AgentsYAML string
+	// Workers is the number of workers (default 1).
+	Workers int
+	// Worker tweaks each worker's config.
+	Worker func(*worker.Config)
+	// Registry resolves models (default: empty; scripted agents need none).
+	Registry *loop.Registry
+}
+
+// Start starts a fleet.
+func Start(t testing.TB, o Options) *Fleet {
+	t.Helper()
+	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	})
+	f := &Fleet{T: t, Server: srv, Workspace: t.TempDir()}
+	f.Conn = f.Connect()
+	f.JS, _ = jetstream.New(f.Conn)
+	ctx := context.Background()
+	if _, err := bus.Provision(ctx, f.JS, bus.ProvisionConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if f.Store, err = store.Open(ctx, f.JS, store.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := tools.Builtin(tools.Config{Workspace: f.Workspace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := o.Registry
+	if reg == nil {
+		reg = &loop.Registry{}
+	}
+	copts := catalog.Options{Tools: ts, Registry: reg}
+	if o.AgentsYAML != "" {
+		f.Catalog, err = catalog.Parse([]byte(o.AgentsYAML), copts)
+	} else {
+		f.Catalog, err = catalog.Default(copts)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.API, err = service.NewAPI(service.Config{Conn: f.Conn, Store: f.Store, Catalog: f.Catalog}); err != nil {
+		t.Fatal(err)
+	}
+	svc := service.New(f.API)
+	if err := svc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop(context.Background()) })
+	if f.Client, err = client.New(f.Conn, client.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	n := o.Workers
+	if n == 0 {
+		n = 1
+	}
+	for i := 0; i < n; i++ {
+		cfg := worker.Config{Conn: f.Connect(), Catalog: f.Catalog, Registry: reg, ID: "w" + string(rune('1'+i)), SkipProvision: true, Logger: testLogger(t)}
+		if o.Worker != nil {
+			o.Worker(&cfg)
+		}
+		f.StartWorker(cfg)
+	}
+	return f
+}
+
+// Connect opens a connection closed at cleanup.
+func (f *Fleet) Connect() *nats.Conn {
+	nc, err := nats.Connect(f.Server.ClientURL())
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	f.T.Cleanup(nc.Close)
+	return nc
+}
+
+// StartWorker starts one more worker.
+func (f *Fleet) StartWorker(cfg worker.Config) *worker.Worker {
+	w, err := worker.New(cfg)
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	if err := w.Start(context.Background()); err != nil {
+		f.T.Fatal(err)
+	}
+	f.T.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		_ = w.Stop(ctx)
+	})
+	f.Workers = append(f.Workers, w)
+	return w
+}
+
+// Events tails a run from its first event to its first terminal event.
+func (f *Fleet) Events(runID string, timeout time.Duration) []*bus.Envelope {
+	f.T.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	tail, err := f.Client.Tail(ctx, runID, bus.FromStart())
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	defer tail.Close(context.Background())
+	var out []*bus.Envelope
+	for env, err := range tail.All(ctx) {
+		if err != nil {
+			f.T.Fatalf("tail %s after %d events: %v", runID, len(out), err)
+		}
+		out = append(out, env)
+	}
+	return out
+}
+
+// Types lists the envelopes' types.
+func Types(envs []*bus.Envelope) []string {
+	out := make([]string, len(envs))
+	for i, e := range envs {
+		out[i] = string(e.Type)
+	}
+	return out
+}
+
+// testLogger logs to the test at debug level when LOVIA_TEST_LOG is set.
+func testLogger(t testing.TB) *slog.Logger {
+	if os.Getenv("LOVIA_TEST_LOG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

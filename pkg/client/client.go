@@ -1,0 +1,210 @@
+// Package client is the Go SDK of Lovia Fleet: submit runs, tail their
+// events, approve, cancel and steer them, and read sessions, over NATS.
+//
+//	c, _ := client.New(nc, client.Options{})
+//	rep, _ := c.Submit(ctx, &bus.RunRequest{Agent: "demo", Input: bus.TextInput("What is 12*7?")})
+//	tail, _ := c.Tail(ctx, rep.RunID, bus.FromStart())
+//	for env, err := range tail.All(ctx) { … }
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/loop"
+	"github.com/lovia-fleet/lovia/pkg/service"
+)
+
+// Options configures a Client.
+type Options struct {
+	// Prefix is the subject prefix. Default "lovia".
+	Prefix string
+	// Timeout bounds each request without a context deadline. Default 10s.
+	Timeout time.Duration
+	// Encoding of requests (and so of replies and, for submit, events).
+	// Default JSON.
+	Encoding bus.Encoding
+}
+
+// Client talks to a fleet. It is safe for concurrent use.
+type Client struct {
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	names  bus.Names
+	opts   Options
+	tailer *bus.Tailer
+}
+
+// New builds a Client on a connection.
+func New(nc *nats.Conn, opts Options) (*Client, error) {
+	if nc == nil {
+		return nil, errors.New("client: a NATS connection is required")
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = 10 * time.Second
+	}
+	if opts.Encoding == "" {
+		opts.Encoding = bus.JSON
+	}
+	names, err := bus.NewNames(opts.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	tailer, err := bus.NewTailer(js, bus.TailerConfig{Prefix: names.Prefix()})
+	if err != nil {
+		return nil, err
+	}
+	return &Client{nc: nc, js: js, names: names, opts: opts, tailer: tailer}, nil
+}
+
+// Names returns the subject names.
+func (c *Client) Names() bus.Names { return c.names }
+
+func (c *Client) request(ctx context.Context, subject string, body any, out bus.Control) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
+		defer cancel()
+	}
+	data, err := bus.Marshal(c.opts.Encoding, body)
+	if err != nil {
+		return err
+	}
+	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{bus.HeaderContentType: []string{c.opts.Encoding.ContentType()}}}
+	rep, err := c.nc.RequestMsgWithContext(ctx, msg)
+	if err != nil {
+		if errors.Is(err, nats.ErrNoResponders) {
+			return fmt.Errorf("%s: no worker or gateway is serving the lovia API (start `lovia worker` or `lovia dev`): %w", subject, err)
+		}
+		return fmt.Errorf("%s: %w", subject, err)
+	}
+	return bus.DecodeReply(rep.Header, rep.Data, out)
+}
+
+func (c *Client) runSubject(runID string, op bus.RunOp) (string, error) {
+	return c.names.RunAPI(runID, op)
+}
+
+// Submit enqueues a run.
+func (c *Client) Submit(ctx context.Context, req *bus.RunRequest) (*bus.SubmitReply, error) {
+	var rep bus.SubmitReply
+	if err := c.request(ctx, c.names.APISubmit(), req, &rep); err != nil {
+		return nil, err
+	}
+	return &rep, nil
+}
+
+// Status reads a run's status.
+func (c *Client) Status(ctx context.Context, runID string) (*bus.StatusReply, error) {
+	subj, err := c.runSubject(runID, bus.OpStatus)
+	if err != nil {
+		return nil, err
+	}
+	var rep bus.StatusReply
+	if err := c.request(ctx, subj, struct{}{}, &rep); err != nil {
+		return nil, err
+	}
+	return &rep, nil
+}
+
+// Approve decides a gated call.
+func (c *Client) Approve(ctx context.Context, runID, callID string, d loop.Decision, reason string) (*service.ApproveReply, error) {
+	subj, err := c.runSubject(runID, bus.OpApprove)
+	if err != nil {
+		return nil, err
+	}
+	var rep service.ApproveReply
+	if err := c.request(ctx, subj, &bus.ApproveRequest{CallID: callID, Decision: d, Reason: reason}, &rep); err != nil {
+		return nil, err
+	}
+	return &rep, nil
+}
+
+// Cancel asks a run to stop.
+func (c *Client) Cancel(ctx context.Context, runID, reason string) (*service.CancelReply, error) {
+	subj, err := c.runSubject(runID, bus.OpCancel)
+	if err != nil {
+		return nil, err
+	}
+	var rep service.CancelReply
+	if err := c.request(ctx, subj, &bus.CancelRequest{Reason: reason}, &rep); err != nil {
+		return nil, err
+	}
+	return &rep, nil
+}
+
+// Inject queues a steering message; it returns the token Uninject takes.
+func (c *Client) Inject(ctx context.Context, runID, content string) (string, error) {
+	subj, err := c.runSubject(runID, bus.OpInject)
+	if err != nil {
+		return "", err
+	}
+	var rep bus.InjectReply
+	if err := c.request(ctx, subj, &bus.InjectRequest{Content: content}, &rep); err != nil {
+		return "", err
+	}
+	return rep.Token, nil
+}
+
+// Uninject withdraws a queued steering message.
+func (c *Client) Uninject(ctx context.Context, runID, token string) (bool, error) {
+	subj, err := c.runSubject(runID, bus.OpUninject)
+	if err != nil {
+		return false, err
+	}
+	var rep bus.UninjectReply
+	if err := c.request(ctx, subj, &bus.UninjectRequest{Token: token}, &rep); err != nil {
+		return false, err
+	}
+	return rep.Removed, nil
+}
+
+// Session reads a session's segments.
+func (c *Client) Session(ctx context.Context, sessionID string) (*bus.SessionReply, error) {
+	subj, err := c.names.SessionAPI(sessionID, bus.OpSessionGet)
+	if err != nil {
+		return nil, err
+	}
+	var rep bus.SessionReply
+	if err := c.request(ctx, subj, struct{}{}, &rep); err != nil {
+		return nil, err
+	}
+	return &rep, nil
+}
+
+// Rewind keeps the first keep entries of a session.
+func (c *Client) Rewind(ctx context.Context, sessionID string, keep int) (int, error) {
+	subj, err := c.names.SessionAPI(sessionID, bus.OpRewind)
+	if err != nil {
+		return 0, err
+	}
+	var rep bus.RewindReply
+	if err := c.request(ctx, subj, &bus.RewindRequest{KeepEntries: keep}, &rep); err != nil {
+		return 0, err
+	}
+	return rep.Removed, nil
+}
+
+// Agents lists the agents the fleet serves.
+func (c *Client) Agents(ctx context.Context) (*bus.AgentsReply, error) {
+	var rep bus.AgentsReply
+	if err := c.request(ctx, c.names.Agents(), struct{}{}, &rep); err != nil {
+		return nil, err
+	}
+	return &rep, nil
+}
+
+// Tail follows a run's events (see bus.FromStart, bus.FromSeq, bus.Live).
+func (c *Client) Tail(ctx context.Context, runID string, opts ...bus.TailOption) (*bus.Tail, error) {
+	return c.tailer.Tail(ctx, runID, opts...)
+}

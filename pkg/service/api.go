@@ -1,0 +1,414 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/catalog"
+	"github.com/lovia-fleet/lovia/pkg/loop"
+	"github.com/lovia-fleet/lovia/pkg/store"
+)
+
+// Config configures an API.
+type Config struct {
+	// Conn is the NATS connection. Required.
+	Conn *nats.Conn
+	// Store is the opened stores. Required.
+	Store *store.Store
+	// Prefix is the subject prefix. Default "lovia".
+	Prefix string
+	// Catalog, when set, validates agent names on submit and answers the
+	// agents endpoint. Without it any agent name is accepted (the worker
+	// reports UnknownAgent) and the agents endpoint is not served here.
+	Catalog *catalog.Catalog
+	// MaxInputBytes caps a submitted input. Default 1 MiB.
+	MaxInputBytes int
+	// Timeout bounds each request's store and stream calls. Default 10s.
+	Timeout time.Duration
+	// Logger receives logs. Default: discard.
+	Logger *slog.Logger
+}
+
+// API implements the operations of the lovia service.
+type API struct {
+	cfg   Config
+	names bus.Names
+	js    jetstream.JetStream
+	log   *slog.Logger
+}
+
+// NewAPI validates cfg.
+func NewAPI(cfg Config) (*API, error) {
+	if cfg.Conn == nil {
+		return nil, errors.New("service: Config.Conn is required")
+	}
+	if cfg.Store == nil {
+		return nil, errors.New("service: Config.Store is required (store.Open)")
+	}
+	if cfg.MaxInputBytes == 0 {
+		cfg.MaxInputBytes = 1 << 20
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	names, err := bus.NewNames(cfg.Prefix)
+	if err != nil {
+		return nil, fmt.Errorf("service: Config.Prefix: %w", err)
+	}
+	js, err := jetstream.New(cfg.Conn)
+	if err != nil {
+		return nil, err
+	}
+	return &API{cfg: cfg, names: names, js: js, log: cfg.Logger}, nil
+}
+
+// Names returns the subject names.
+func (a *API) Names() bus.Names { return a.names }
+
+func notFound(what string) *bus.APIError {
+	return &bus.APIError{Type: bus.TypeNotFound, Message: what + " not found", Hint: "check the id; runs are listed by the ids submit returned"}
+}
+
+func invalid(field, reason string) error { return &bus.FieldError{Field: field, Reason: reason} }
+
+// Submit validates and enqueues a run (PROTOCOL.md, <p>.api.submit).
+func (a *API) Submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding) (*bus.SubmitReply, error) {
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
+	defer cancel()
+	if req.Agent == "" {
+		return nil, invalid("agent", "is required")
+	}
+	if a.cfg.Catalog != nil {
+		if _, ok := a.cfg.Catalog.Get(req.Agent); !ok {
+			return nil, &bus.APIError{Type: bus.TypeUnknownAgent, Message: fmt.Sprintf("unknown agent %q", req.Agent),
+				Hint: "use one of: " + strings.Join(a.cfg.Catalog.Names(), ", ")}
+		}
+	}
+	if n := inputSize(req.Input); n > a.cfg.MaxInputBytes {
+		return nil, invalid("input", fmt.Sprintf("is %d bytes, over the %d-byte limit", n, a.cfg.MaxInputBytes))
+	}
+	if req.RunID == "" {
+		req.RunID = bus.NewRunID()
+	}
+	if req.Encoding == "" {
+		req.Encoding = enc
+	}
+	events, _ := a.names.Events(req.RunID)
+	reply := &bus.SubmitReply{RunID: req.RunID, EventsSubject: events, Agent: req.Agent, Status: bus.StateQueued}
+	runs := a.cfg.Store.Runs()
+	submission := 1
+	e, err := runs.Create(ctx, store.RunRecord{
+		RunID: req.RunID, Agent: req.Agent, SessionID: req.SessionID, Status: store.RunQueued,
+		Metadata: req.Metadata, Submissions: 1,
+	})
+	switch {
+	case errors.Is(err, store.ErrRunExists):
+		cur, gerr := runs.Get(ctx, req.RunID)
+		if gerr != nil {
+			return nil, gerr
+		}
+		rec := cur.Record
+		reply.Agent = rec.Agent
+		switch {
+		case rec.Status == store.RunCompleted && req.IfRunExists != bus.IfExistsRestart:
+			if req.IfRunExists == bus.IfExistsFail {
+				return nil, invalid("run_id", fmt.Sprintf("run %s already exists (status completed); use if_run_exists resume to read its result or restart to run it again", req.RunID))
+			}
+			reply.Status, reply.Replayed, reply.Result = bus.StateCompleted, true, storedResult(&rec)
+			return reply, nil
+		case rec.Status == store.RunQueued || rec.Status == store.RunRunning:
+			// The same submission is in flight: never start a second run.
+			reply.Status = bus.RunState(rec.Status)
+			return reply, nil
+		case req.IfRunExists == bus.IfExistsFail:
+			return nil, invalid("run_id", fmt.Sprintf("run %s already exists (status %s); use if_run_exists resume or restart", req.RunID, rec.Status))
+		}
+		// A failed (or restarted) run: a new submission of the same run.
+		if rec.Agent != "" && req.Agent != rec.Agent {
+			return nil, invalid("agent", fmt.Sprintf("run %s belongs to agent %q, not %q", req.RunID, rec.Agent, req.Agent))
+		}
+		_ = a.cfg.Store.Control().ClearCancel(ctx, req.RunID)
+		e, err = runs.Modify(ctx, req.RunID, func(r *store.RunRecord) error {
+			if r.Status == store.RunQueued || r.Status == store.RunRunning {
+				return errAlreadyQueued
+			}
+			r.Submissions++
+			submission = r.Submissions
+			r.Status, r.Error, r.Result, r.Usage = store.RunQueued, nil, nil, nil
+			return nil
+		})
+		if errors.Is(err, errAlreadyQueued) {
+			reply.Status = bus.StateQueued
+			return reply, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		_ = e
+	case err != nil:
+		return nil, err
+	}
+	if err := a.enqueue(ctx, req, enc, submission); err != nil {
+		return nil, err
+	}
+	return reply, nil
+}
+
+var errAlreadyQueued = errors.New("already queued")
+
+func inputSize(in bus.Input) int {
+	n := len(in.Text)
+	for _, m := range in.Messages {
+		n += len(m.Content) + len(m.Role)
+	}
+	return n
+}
+
+// enqueue publishes the request to the RUNS stream, deduplicated by run id
+// (and submission number for resubmissions).
+func (a *API) enqueue(ctx context.Context, req *bus.RunRequest, enc bus.Encoding, submission int) error {
+	subj, err := a.names.Submit(req.Agent)
+	if err != nil {
+		return err
+	}
+	body, err := bus.Marshal(enc, req)
+	if err != nil {
+		return err
+	}
+	msgID := req.RunID
+	if submission > 1 {
+		msgID += "." + strconv.Itoa(submission)
+	}
+	msg := &nats.Msg{Subject: subj, Data: body, Header: nats.Header{
+		bus.HeaderMsgID: []string{msgID}, bus.HeaderContentType: []string{enc.ContentType()},
+	}}
+	if _, err := a.js.PublishMsg(ctx, msg); err != nil {
+		return fmt.Errorf("enqueue run %s: %w", req.RunID, err)
+	}
+	return nil
+}
+
+func storedResult(r *store.RunRecord) *bus.StoredResult {
+	res := &bus.StoredResult{Output: r.Result, Turns: r.Turns, FinalAgent: r.FinalAgent}
+	if r.Usage != nil {
+		res.Usage = *r.Usage
+	}
+	if res.FinalAgent == "" {
+		res.FinalAgent = r.Agent
+	}
+	return res
+}
+
+// Status answers <p>.api.run.<id>.status.
+func (a *API) Status(ctx context.Context, runID string) (*bus.StatusReply, error) {
+	if err := bus.ValidateID("run_id", runID); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
+	defer cancel()
+	e, err := a.cfg.Store.Runs().Get(ctx, runID)
+	if errors.Is(err, store.ErrRunNotFound) {
+		return nil, notFound("run " + runID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	r := e.Record
+	rep := &bus.StatusReply{RunID: r.RunID, Agent: r.Agent, SessionID: r.SessionID, Status: bus.RunState(r.Status),
+		Worker: r.Worker, Attempt: r.Attempt, Turns: r.Turns, Error: r.Error}
+	if r.Status == store.RunCompleted {
+		rep.Result = storedResult(&r)
+	}
+	return rep, nil
+}
+
+// liveRun returns a run that exists; finished runs are an error for
+// operations that need a live one when live is true.
+func (a *API) liveRun(ctx context.Context, runID string, live bool) (*store.RunRecord, error) {
+	if err := bus.ValidateID("run_id", runID); err != nil {
+		return nil, err
+	}
+	e, err := a.cfg.Store.Runs().Get(ctx, runID)
+	if errors.Is(err, store.ErrRunNotFound) {
+		return nil, notFound("run " + runID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if live && (e.Record.Status == store.RunCompleted || e.Record.Status == store.RunFailed) {
+		return nil, &bus.APIError{Type: bus.TypeInvalidRequest, Message: fmt.Sprintf("run %s is %s", runID, e.Record.Status),
+			Hint: "resubmit the run (if_run_exists resume) to continue it"}
+	}
+	return &e.Record, nil
+}
+
+func (a *API) notify(runID string) {
+	if err := a.cfg.Conn.Publish(a.names.Prefix()+".control."+runID, nil); err != nil {
+		a.log.Debug("control notification failed (the owner will poll)", "run_id", runID, "error", err)
+	}
+}
+
+// ApproveReply is the reply of an approval: the decision in force.
+type ApproveReply struct {
+	RunID    string        `json:"run_id" msgpack:"run_id"`
+	CallID   string        `json:"call_id" msgpack:"call_id"`
+	Decision loop.Decision `json:"decision" msgpack:"decision"`
+	Reason   string        `json:"reason,omitempty" msgpack:"reason,omitempty"`
+	// Accepted is false when an earlier decision for the call stands.
+	Accepted bool `json:"accepted" msgpack:"accepted"`
+}
+
+// Validate implements bus.Control.
+func (r *ApproveReply) Validate() error { return nil }
+
+// Approve persists a decision for a gated call.
+func (a *API) Approve(ctx context.Context, runID string, req *bus.ApproveRequest) (*ApproveReply, error) {
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
+	defer cancel()
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	if _, err := a.liveRun(ctx, runID, true); err != nil {
+		return nil, err
+	}
+	d, created, err := a.cfg.Store.Control().Decide(ctx, runID, req.CallID, req.Decision, req.Reason)
+	if err != nil {
+		return nil, err
+	}
+	a.notify(runID)
+	return &ApproveReply{RunID: runID, CallID: req.CallID, Decision: d.Decision, Reason: d.Reason, Accepted: created}, nil
+}
+
+// CancelReply is the reply of a cancel.
+type CancelReply struct {
+	RunID     string `json:"run_id" msgpack:"run_id"`
+	Cancelled bool   `json:"cancelled" msgpack:"cancelled"`
+	Status    string `json:"status" msgpack:"status"`
+}
+
+// Validate implements bus.Control.
+func (r *CancelReply) Validate() error { return nil }
+
+// Cancel persists a cancel request.
+func (a *API) Cancel(ctx context.Context, runID string, req *bus.CancelRequest) (*CancelReply, error) {
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
+	defer cancel()
+	rec, err := a.liveRun(ctx, runID, false)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Status == store.RunCompleted || rec.Status == store.RunFailed {
+		return &CancelReply{RunID: runID, Cancelled: false, Status: string(rec.Status)}, nil
+	}
+	if _, err := a.cfg.Store.Control().RequestCancel(ctx, runID, req.Reason); err != nil {
+		return nil, err
+	}
+	a.notify(runID)
+	return &CancelReply{RunID: runID, Cancelled: true, Status: string(rec.Status)}, nil
+}
+
+// Inject queues a steering message for the run's next turn.
+func (a *API) Inject(ctx context.Context, runID string, req *bus.InjectRequest) (*bus.InjectReply, error) {
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
+	defer cancel()
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	if len(req.Content) > a.cfg.MaxInputBytes {
+		return nil, invalid("content", fmt.Sprintf("is %d bytes, over the %d-byte limit", len(req.Content), a.cfg.MaxInputBytes))
+	}
+	if _, err := a.liveRun(ctx, runID, true); err != nil {
+		return nil, err
+	}
+	mb, err := a.cfg.Store.Mailbox(runID)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := mb.Push(ctx, loop.MailMessage{Content: req.Content})
+	if err != nil {
+		return nil, err
+	}
+	return &bus.InjectReply{Token: tok}, nil
+}
+
+// Uninject withdraws a queued steering message.
+func (a *API) Uninject(ctx context.Context, runID string, req *bus.UninjectRequest) (*bus.UninjectReply, error) {
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
+	defer cancel()
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	if _, err := a.liveRun(ctx, runID, false); err != nil {
+		return nil, err
+	}
+	mb, err := a.cfg.Store.Mailbox(runID)
+	if err != nil {
+		return nil, err
+	}
+	ok, err := mb.Remove(ctx, req.Token)
+	if err != nil {
+		return nil, err
+	}
+	return &bus.UninjectReply{Removed: ok}, nil
+}
+
+// Session returns a session's segments.
+func (a *API) Session(ctx context.Context, sessionID string) (*bus.SessionReply, error) {
+	if err := bus.ValidateID("session_id", sessionID); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
+	defer cancel()
+	segs, err := a.cfg.Store.Session().Segments(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	if segs == nil {
+		segs = []loop.Segment{}
+	}
+	return &bus.SessionReply{SessionID: sessionID, Segments: segs}, nil
+}
+
+// Rewind keeps the first keep_entries entries of a session.
+func (a *API) Rewind(ctx context.Context, sessionID string, req *bus.RewindRequest) (*bus.RewindReply, error) {
+	if err := bus.ValidateID("session_id", sessionID); err != nil {
+		return nil, err
+	}
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
+	defer cancel()
+	n, err := a.cfg.Store.Session().Rewind(ctx, sessionID, req.KeepEntries)
+	if err != nil {
+		return nil, err
+	}
+	return &bus.RewindReply{Removed: n}, nil
+}
+
+// Agents lists the catalog's agents (nil when this API has no catalog).
+func (a *API) Agents() *bus.AgentsReply {
+	if a.cfg.Catalog == nil {
+		return nil
+	}
+	infos := a.cfg.Catalog.Infos()
+	out := &bus.AgentsReply{Agents: make([]bus.AgentInfo, 0, len(infos))}
+	for _, in := range infos {
+		out.Agents = append(out.Agents, bus.AgentInfo{Name: in.Name, Model: in.Model, Tools: in.Tools, Handoffs: in.Handoffs})
+	}
+	sort.Slice(out.Agents, func(i, j int) bool { return out.Agents[i].Name < out.Agents[j].Name })
+	return out
+}

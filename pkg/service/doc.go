@@ -1,0 +1,10 @@
+// Package service is the `lovia` NATS micro service (`<prefix>.api.*` of
+// PROTOCOL.md): submit, status, approve, cancel, inject, uninject, session
+// get and rewind, and agents. Every worker and gateway serves it in one
+// queue group, so a request is answered while any of them is up.
+//
+// Decisions, cancels and steering messages are persisted in the stores
+// before the reply; the run's owner (whichever worker that is, now or after
+// a crash) picks them up from there. [API] exposes the same operations as Go
+// methods for in-process callers such as the HTTP gateway.
+package service

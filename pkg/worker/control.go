@@ -1,0 +1,69 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/lovia-fleet/lovia/pkg/loop"
+)
+
+// ControlSubject is where the API notifies workers that a run's control
+// state changed (an approval was decided, a cancel requested):
+// "<prefix>.control.<run_id>". The state itself is in the store; the
+// notification only saves the owner a poll.
+func ControlSubject(prefix, runID string) string { return prefix + ".control." + runID }
+
+// onControl handles a control notification for a run this worker owns.
+func (w *Worker) onControl(m *nats.Msg) {
+	runID := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+	w.mu.Lock()
+	ar := w.active[runID]
+	w.mu.Unlock()
+	if ar == nil {
+		return
+	}
+	select {
+	case ar.notify <- struct{}{}:
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if cr, err := w.st.Control().CancelRequested(ctx, runID); err == nil && cr != nil {
+		ar.cancel.Cancel(cancelReason(cr.Reason))
+	}
+}
+
+// approvalHandler waits for a decision stored by the API (for as long as
+// the agent's approval timeout) and denies the call when none comes.
+func (w *Worker) approvalHandler(runID string, ar *activeRun, timeout time.Duration) loop.ApprovalHandler {
+	return func(ctx context.Context, _ *loop.RunContext, call loop.ToolCall) (loop.ApprovalVerdict, string, error) {
+		deadline := time.NewTimer(timeout)
+		defer deadline.Stop()
+		poll := time.NewTicker(500 * time.Millisecond)
+		defer poll.Stop()
+		for {
+			d, err := w.st.Control().Decision(ctx, runID, call.ID)
+			if err != nil && ctx.Err() == nil {
+				w.log.Warn("approval: reading the decision failed; will retry", "run_id", runID, "call_id", call.ID, "error", err)
+			}
+			if d != nil {
+				if d.Decision == loop.Approve {
+					return loop.Allow, d.Reason, nil
+				}
+				return loop.Deny, d.Reason, nil
+			}
+			select {
+			case <-ctx.Done():
+				return "", "", context.Cause(ctx)
+			case <-deadline.C:
+				return loop.Deny, fmt.Sprintf("no decision within the approval timeout of %s", timeout), nil
+			case <-ar.notify:
+			case <-poll.C:
+			}
+		}
+	}
+}

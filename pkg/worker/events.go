@@ -1,0 +1,139 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/loop"
+)
+
+// eventSink turns the loop's events into the run's published events:
+// run_started or run_resumed for the loop's RunStarted, output_discarded
+// when a resumed turn was in flight, and a flush (wait for stored acks) at
+// every checkpoint point, so a fact is in the stream before the loop
+// checkpoints it and moves on.
+type eventSink struct {
+	w        *Worker
+	d        *delivery
+	rp       *bus.RunPublisher
+	runID    string
+	agent    string
+	attempt  int
+	last     *bus.Envelope // the stream's last event before this claim
+	replay   bool
+	terminal bool
+	fenced   bool
+	err      error
+	turnT0   time.Time
+	toolT0   map[string]time.Time
+}
+
+// inFlightTurn reports whether the last published event leaves a turn open.
+func inFlightTurn(last *bus.Envelope) bool {
+	if last == nil {
+		return false
+	}
+	switch last.Type {
+	case loop.EventTurnEnded, loop.EventRunStarted, bus.EventRunResumed, loop.EventHandoffOccurred,
+		loop.EventOutputDiscarded, loop.EventRunCompleted, loop.EventRunFailed:
+		return false
+	}
+	return true
+}
+
+// publish sends one event; false stops the stream (publishing failed).
+func (s *eventSink) publish(ctx context.Context, ev loop.Event) bool {
+	if s.err != nil {
+		return false
+	}
+	var out loop.Event = ev
+	flush := false
+	switch e := ev.(type) {
+	case *loop.RunStarted:
+		resumed := !s.d.firstClaim
+		if s.replay && !resumed {
+			return true
+		}
+		if resumed {
+			s.w.m.resumes.WithLabelValues(s.agent).Inc()
+			r := &bus.RunResumed{Worker: s.w.cfg.ID, Attempt: s.attempt, FromTurn: 0}
+			r.EventHeader = e.EventHeader
+			if s.last != nil {
+				r.FromTurn = s.last.Turn
+			}
+			if !s.send(ctx, r) {
+				return false
+			}
+			if inFlightTurn(s.last) {
+				od := &loop.OutputDiscarded{}
+				od.EventHeader = e.EventHeader
+				if !s.send(ctx, od) {
+					return false
+				}
+			}
+			return s.flush(ctx)
+		}
+		s.w.m.started.WithLabelValues(s.agent).Inc()
+		out = &bus.RunStarted{RunStarted: *e, Worker: s.w.cfg.ID}
+		flush = true
+	case *loop.TurnStarted:
+		s.turnT0 = time.Now()
+	case *loop.MessageCompleted:
+		if !s.turnT0.IsZero() {
+			s.w.m.modelSeconds.WithLabelValues(s.agent).Observe(time.Since(s.turnT0).Seconds())
+		}
+		flush = true
+	case *loop.ToolCallStarted:
+		if s.toolT0 == nil {
+			s.toolT0 = map[string]time.Time{}
+		}
+		s.toolT0[e.Call.ID] = time.Now()
+	case *loop.ToolCallCompleted:
+		if t0, ok := s.toolT0[e.Call.ID]; ok {
+			s.w.m.toolSeconds.WithLabelValues(e.Call.Name).Observe(time.Since(t0).Seconds())
+			delete(s.toolT0, e.Call.ID)
+		}
+		flush = true
+	case *loop.TurnEnded:
+		if !s.turnT0.IsZero() {
+			s.w.m.turnSeconds.WithLabelValues(s.agent).Observe(time.Since(s.turnT0).Seconds())
+		}
+		flush = true
+	case *loop.UserMessageInjected, *loop.ApprovalRequired, *loop.ApprovalResolved, *loop.HandoffOccurred, *loop.ContextCompacted:
+		flush = true
+	case *loop.RunCompleted, *loop.RunFailed:
+		if e, ok := ev.(*loop.RunFailed); ok && errors.Is(e.Err, loop.ErrFenced) {
+			s.fenced = true
+			return false
+		}
+		s.terminal = true
+		flush = true
+	}
+	if !s.send(ctx, out) {
+		return false
+	}
+	if flush {
+		return s.flush(ctx)
+	}
+	return true
+}
+
+func (s *eventSink) send(ctx context.Context, ev loop.Event) bool {
+	if _, err := s.rp.Publish(context.WithoutCancel(ctx), ev); err != nil {
+		s.err = err
+		return false
+	}
+	return true
+}
+
+func (s *eventSink) flush(ctx context.Context) bool {
+	t0 := time.Now()
+	if err := s.rp.Flush(context.WithoutCancel(ctx)); err != nil {
+		s.err = err
+		return false
+	}
+	s.w.m.publishSecs.Observe(time.Since(t0).Seconds())
+	return true
+}

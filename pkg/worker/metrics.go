@@ -1,0 +1,53 @@
+package worker
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the worker's Prometheus metrics.
+type metrics struct {
+	started      *prometheus.CounterVec
+	completed    *prometheus.CounterVec
+	failed       *prometheus.CounterVec
+	inFlight     prometheus.Gauge
+	resumes      *prometheus.CounterVec
+	redeliveries prometheus.Counter
+	turnSeconds  *prometheus.HistogramVec
+	toolSeconds  *prometheus.HistogramVec
+	modelSeconds *prometheus.HistogramVec
+	tokens       *prometheus.CounterVec
+	publishSecs  prometheus.Histogram
+	poison       *prometheus.CounterVec
+	fenced       prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		started:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lovia_runs_started_total", Help: "Runs started (first claim of a submission), by agent."}, []string{"agent"}),
+		completed:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lovia_runs_completed_total", Help: "Runs completed, by agent."}, []string{"agent"}),
+		failed:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lovia_runs_failed_total", Help: "Runs failed, by agent and error type."}, []string{"agent", "type"}),
+		inFlight:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "lovia_runs_in_flight", Help: "Runs this worker is executing."}),
+		resumes:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lovia_runs_resumed_total", Help: "Runs resumed after another claim, by agent."}, []string{"agent"}),
+		redeliveries: prometheus.NewCounter(prometheus.CounterOpts{Name: "lovia_claim_redeliveries_total", Help: "Run deliveries that were not the first."}),
+		turnSeconds:  prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lovia_turn_seconds", Help: "Turn latency.", Buckets: prometheus.ExponentialBuckets(0.005, 3, 10)}, []string{"agent"}),
+		toolSeconds:  prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lovia_tool_seconds", Help: "Tool call latency.", Buckets: prometheus.ExponentialBuckets(0.001, 3, 12)}, []string{"tool"}),
+		modelSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lovia_model_seconds", Help: "Model call latency (turn start to message completed).", Buckets: prometheus.ExponentialBuckets(0.005, 3, 10)}, []string{"agent"}),
+		tokens:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lovia_tokens_total", Help: "Tokens used by completed runs, by agent and kind."}, []string{"agent", "kind"}),
+		publishSecs:  prometheus.NewHistogram(prometheus.HistogramOpts{Name: "lovia_event_publish_seconds", Help: "Event publish latency to a stored ack at checkpoint flushes.", Buckets: prometheus.ExponentialBuckets(0.0001, 3, 10)}),
+		poison:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lovia_poison_requests_total", Help: "Run requests terminated as invalid, by error type."}, []string{"type"}),
+		fenced:       prometheus.NewCounter(prometheus.CounterOpts{Name: "lovia_runs_fenced_total", Help: "Runs this worker stopped because another worker owns them."}),
+	}
+	for _, c := range []prometheus.Collector{m.started, m.completed, m.failed, m.inFlight, m.resumes, m.redeliveries,
+		m.turnSeconds, m.toolSeconds, m.modelSeconds, m.tokens, m.publishSecs, m.poison, m.fenced} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				continue
+			}
+			return nil, err
+		}
+	}
+	return m, nil
+}

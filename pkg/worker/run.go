@@ -1,0 +1,399 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/catalog"
+	"github.com/lovia-fleet/lovia/pkg/loop"
+	"github.com/lovia-fleet/lovia/pkg/store"
+)
+
+// activeRun is a run this worker executes.
+type activeRun struct {
+	id     string
+	cancel *loop.CancelToken
+	notify chan struct{} // a control change arrived (approval decided)
+}
+
+// delivery is one claim of a run request.
+type delivery struct {
+	msg        jetstream.Msg
+	meta       *jetstream.MsgMetadata
+	firstClaim bool
+	log        *slog.Logger
+}
+
+// handle executes one delivery from claim to ack.
+func (w *Worker) handle(msg jetstream.Msg) {
+	meta, err := msg.Metadata()
+	if err != nil {
+		w.log.Error("claim: message without metadata; terminating it", "error", err)
+		_ = msg.Term()
+		return
+	}
+	d := &delivery{msg: msg, meta: meta, firstClaim: meta.NumDelivered == 1, log: w.log}
+	if !d.firstClaim {
+		w.m.redeliveries.Inc()
+	}
+	ctx := w.runCtx
+
+	// Decode and validate: a poison request ends here with run_failed.
+	if len(msg.Data()) > w.cfg.MaxRequestBytes {
+		w.poison(ctx, d, "", bus.JSON, bus.TypeInvalidRequest,
+			fmt.Sprintf("run request is %d bytes, over the %d-byte limit", len(msg.Data()), w.cfg.MaxRequestBytes),
+			"send a smaller input, or raise the worker's request limit")
+		return
+	}
+	subjAgent, _ := w.names.ParseSubmit(msg.Subject())
+	req, enc, derr := bus.DecodeRunRequest(msg.Headers(), msg.Data())
+	if derr != nil {
+		id, _ := bus.RawSubmitRunID(&bus.RunRequest{}, msg.Headers(), meta.Sequence.Stream)
+		if req != nil && req.RunID != "" && bus.ValidateID("run_id", req.RunID) == nil {
+			id = req.RunID
+		}
+		if enc == "" {
+			enc = bus.JSON
+		}
+		info := bus.ErrorFor(derr)
+		w.poison(ctx, d, id, enc, bus.TypeInvalidRequest, info.Message, "fix the request body: JSON or msgpack with the fields of PROTOCOL.md")
+		return
+	}
+	runID, err := bus.RawSubmitRunID(req, msg.Headers(), meta.Sequence.Stream)
+	if err != nil {
+		w.poison(ctx, d, "", enc, bus.TypeInvalidRequest, bus.ErrorFor(err).Message, "run ids are 1-128 characters of [A-Za-z0-9_-]")
+		return
+	}
+	agentName := subjAgent
+	if agentName == "" {
+		agentName = req.Agent
+	}
+	if req.Encoding != "" {
+		enc = req.Encoding
+	}
+	d.log = w.log.With("run_id", runID, "agent", agentName, "delivery", meta.NumDelivered)
+	ag, ok := w.cfg.Catalog.Get(agentName)
+	if !ok {
+		w.poison(ctx, d, runID, enc, bus.TypeUnknownAgent,
+			fmt.Sprintf("unknown agent %q", agentName),
+			fmt.Sprintf("use one of the agents this worker serves: %v (ask %s)", w.cfg.Catalog.Names(), w.names.Agents()))
+		return
+	}
+	w.execute(ctx, d, req, runID, enc, ag)
+}
+
+// poison ends an invalid request: run_failed when a run id is known, the
+// index record marked failed, and the message terminated (never
+// redelivered).
+func (w *Worker) poison(ctx context.Context, d *delivery, runID string, enc bus.Encoding, typ, msg, hint string) {
+	w.m.poison.WithLabelValues(typ).Inc()
+	d.log.Warn("poison run request terminated", "run_id", runID, "type", typ, "error", msg)
+	if runID != "" {
+		info := loop.ErrorInfo{Type: typ, Message: msg, Hint: hint}
+		if rp, err := w.pub.Open(ctx, runID, enc); err == nil {
+			if last, _ := w.lastEvent(ctx, runID); last == nil || !last.IsTerminal() || !d.firstClaim {
+				_, _ = rp.Publish(ctx, &loop.RunFailed{Error: info})
+			}
+			if err := rp.Close(ctx); err != nil {
+				d.log.Warn("poison: publishing run_failed failed", "error", err)
+			}
+		}
+		_, _ = w.st.Runs().Modify(ctx, runID, func(r *store.RunRecord) error {
+			r.Status, r.Error, r.Worker = store.RunFailed, &info, w.cfg.ID
+			r.FinishedAt = w.cfg.Clock().UTC()
+			return nil
+		})
+	}
+	_ = d.msg.TermWithReason(typ + ": " + msg)
+}
+
+// lastEvent returns the last stored event of a run, or nil.
+func (w *Worker) lastEvent(ctx context.Context, runID string) (*bus.Envelope, error) {
+	subj, err := w.names.Events(runID)
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	raw, err := w.events.GetLastMsgForSubject(cctx, subj)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return bus.DecodeEnvelope(raw.Header, raw.Data)
+}
+
+// execute runs a valid request.
+func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, runID string, enc bus.Encoding, ag *catalog.Agent) {
+	log := d.log
+	// Heartbeats keep the claim while the run lives.
+	hbCtx, stopHB := context.WithCancel(context.Background())
+	var hbWG sync.WaitGroup
+	hbWG.Add(1)
+	go func() { defer hbWG.Done(); w.heartbeat(hbCtx, d.msg) }()
+	defer func() { stopHB(); hbWG.Wait() }()
+
+	cp := w.st.Checkpointer()
+	snap, err := cp.Load(ctx, runID)
+	if err != nil && !errors.Is(err, loop.ErrNoSnapshot) {
+		log.Warn("checkpoint load failed; releasing the run", "error", err)
+		_ = d.msg.NakWithDelay(time.Second)
+		return
+	}
+	replay := snap != nil && snap.Status == loop.StatusCompleted && req.IfRunExists != bus.IfExistsRestart
+	last, err := w.lastEvent(ctx, runID)
+	if err != nil {
+		log.Warn("reading the run's last event failed; releasing the run", "error", err)
+		_ = d.msg.NakWithDelay(time.Second)
+		return
+	}
+	if replay && (d.firstClaim || (last != nil && last.IsTerminal())) {
+		// A completed run submitted again, or a completed run whose terminal
+		// event is out but whose ack was lost: nothing new to publish. The
+		// loop still heals a session append the crash may have missed.
+		w.healReplay(ctx, d, req, runID, ag)
+		_ = d.msg.DoubleAck(ctx)
+		return
+	}
+
+	// Index: claim the run.
+	var attempt int
+	rec, err := w.st.Runs().Modify(ctx, runID, func(r *store.RunRecord) error {
+		r.Attempt++
+		attempt = r.Attempt
+		r.Status, r.Worker, r.Error = store.RunRunning, w.cfg.ID, nil
+		if r.StartedAt.IsZero() {
+			r.StartedAt = w.cfg.Clock().UTC()
+		}
+		return nil
+	})
+	if errors.Is(err, store.ErrRunNotFound) {
+		// A raw publish: index it now.
+		var e *store.RunEntry
+		e, err = w.st.Runs().Create(ctx, store.RunRecord{
+			RunID: runID, Agent: ag.Name, SessionID: req.SessionID, Status: store.RunRunning,
+			Worker: w.cfg.ID, Attempt: 1, Metadata: req.Metadata, StartedAt: w.cfg.Clock().UTC(),
+		})
+		if errors.Is(err, store.ErrRunExists) {
+			rec, err = w.st.Runs().Modify(ctx, runID, func(r *store.RunRecord) error {
+				r.Attempt++
+				attempt = r.Attempt
+				r.Status, r.Worker = store.RunRunning, w.cfg.ID
+				return nil
+			})
+		} else if err == nil {
+			rec, attempt = e, 1
+		}
+	}
+	if err != nil {
+		log.Warn("run index update failed; releasing the run", "error", err)
+		_ = d.msg.NakWithDelay(time.Second)
+		return
+	}
+	_ = rec
+
+	rp, err := w.pub.Open(ctx, runID, enc)
+	if err != nil {
+		log.Warn("event publisher open failed; releasing the run", "error", err)
+		_ = d.msg.NakWithDelay(time.Second)
+		return
+	}
+	ar := &activeRun{id: runID, cancel: loop.NewCancelToken(), notify: make(chan struct{}, 1)}
+	w.mu.Lock()
+	w.active[runID] = ar
+	w.mu.Unlock()
+	w.m.inFlight.Inc()
+	defer func() {
+		w.mu.Lock()
+		delete(w.active, runID)
+		w.mu.Unlock()
+		w.m.inFlight.Dec()
+	}()
+	if cr, err := w.st.Control().CancelRequested(ctx, runID); err == nil && cr != nil {
+		ar.cancel.Cancel(cancelReason(cr.Reason))
+	}
+
+	opts, err := w.runOptions(req, runID, ag, ar, d.firstClaim)
+	if err != nil {
+		w.finishPoison(ctx, d, rp, runID, err)
+		return
+	}
+	sink := &eventSink{w: w, d: d, rp: rp, runID: runID, agent: ag.Name, attempt: attempt, last: last, replay: replay}
+	h := w.runner.Stream(ctx, ag.Agent, req.Input.Entries(), opts...)
+	for ev := range h.Events() {
+		if !sink.publish(ctx, ev) {
+			break
+		}
+	}
+	res, runErr := h.Result()
+	w.settle(ctx, d, sink, rp, runID, ag, res, runErr)
+}
+
+func cancelReason(r string) string {
+	if r == "" {
+		return "cancelled by request"
+	}
+	return r
+}
+
+// runOptions builds the loop options of a request.
+func (w *Worker) runOptions(req *bus.RunRequest, runID string, ag *catalog.Agent, ar *activeRun, firstClaim bool) ([]loop.RunOption, error) {
+	mb, err := w.st.Mailbox(runID)
+	if err != nil {
+		return nil, err
+	}
+	ifExists := loop.IfRunExists(req.IfRunExists)
+	if !firstClaim || ifExists == "" {
+		// A redelivery continues the same submission.
+		ifExists = loop.ResumeRun
+	}
+	maxTurns := req.MaxTurns
+	if maxTurns == 0 {
+		maxTurns = ag.MaxTurns
+	}
+	if maxTurns == 0 {
+		maxTurns = bus.DefaultMaxTurns
+	}
+	opts := []loop.RunOption{
+		loop.WithCheckpoint(w.st.Checkpointer(), runID),
+		loop.WithIfRunExists(ifExists),
+		loop.WithMailbox(mb),
+		loop.WithCancelToken(ar.cancel),
+		loop.WithMaxTurns(maxTurns),
+		loop.WithApprovalHandler(w.approvalHandler(runID, ar, ag.ApprovalTimeout)),
+	}
+	if req.SessionID != "" {
+		opts = append(opts, loop.WithSession(w.st.Session(), req.SessionID))
+	}
+	if b := req.Budget; b != nil {
+		opts = append(opts, loop.WithBudget(loop.Budget{
+			MaxInputTokens: b.MaxInputTokens, MaxOutputTokens: b.MaxOutputTokens, MaxTotalTokens: b.MaxTotalTokens,
+			MaxToolCalls: int(b.MaxToolCalls), MaxDuration: time.Duration(b.MaxSeconds * float64(time.Second)),
+		}))
+	}
+	if len(req.OutputSchema) > 0 {
+		if !json.Valid(req.OutputSchema) {
+			return nil, &bus.FieldError{Field: "output_schema", Reason: "is not valid JSON"}
+		}
+		opts = append(opts, loop.WithOutput(&loop.OutputSpec{Name: "output", Schema: json.RawMessage(req.OutputSchema)}))
+	}
+	if req.ExtraInstructions != "" {
+		opts = append(opts, loop.WithExtraInstructions(req.ExtraInstructions))
+	}
+	if req.Metadata != nil {
+		opts = append(opts, loop.WithMetadata(req.Metadata))
+	}
+	return opts, nil
+}
+
+// finishPoison fails a run whose request turned out invalid after claim.
+func (w *Worker) finishPoison(ctx context.Context, d *delivery, rp *bus.RunPublisher, runID string, err error) {
+	info := loop.ErrorInfo{Type: bus.TypeInvalidRequest, Message: bus.ErrorFor(err).Message, Hint: "fix the request and submit it again"}
+	_, _ = rp.Publish(ctx, &loop.RunFailed{Error: info})
+	_ = rp.Close(ctx)
+	_, _ = w.st.Runs().Modify(ctx, runID, func(r *store.RunRecord) error {
+		r.Status, r.Error, r.FinishedAt = store.RunFailed, &info, w.cfg.Clock().UTC()
+		return nil
+	})
+	w.m.poison.WithLabelValues(info.Type).Inc()
+	_ = d.msg.TermWithReason(info.Type + ": " + info.Message)
+}
+
+// healReplay runs the loop's replay (which re-appends a missing session
+// segment) without publishing anything.
+func (w *Worker) healReplay(ctx context.Context, d *delivery, req *bus.RunRequest, runID string, ag *catalog.Agent) {
+	opts := []loop.RunOption{loop.WithCheckpoint(w.st.Checkpointer(), runID)}
+	if req.SessionID != "" {
+		opts = append(opts, loop.WithSession(w.st.Session(), req.SessionID))
+	}
+	res, err := w.runner.Run(ctx, ag.Agent, nil, opts...)
+	if err != nil {
+		d.log.Warn("replay of a completed run failed", "error", err)
+		return
+	}
+	_, _ = w.st.Runs().Modify(ctx, runID, func(r *store.RunRecord) error {
+		if r.Status != store.RunCompleted {
+			r.Status, r.Result, r.Turns, r.Error = store.RunCompleted, res.Output, res.Turns, nil
+			r.FinishedAt = w.cfg.Clock().UTC()
+		}
+		return nil
+	})
+}
+
+// settle acks, releases or abandons the delivery after the loop returned.
+func (w *Worker) settle(ctx context.Context, d *delivery, sink *eventSink, rp *bus.RunPublisher, runID string, ag *catalog.Agent, res *loop.RunResult, runErr error) {
+	log := d.log
+	switch {
+	case errors.Is(runErr, loop.ErrFenced) || sink.fenced:
+		// Another worker owns the run: touch nothing.
+		w.m.fenced.Inc()
+		log.Warn("run fenced: another worker owns it; stopping without ack", "error", runErr)
+		return
+	case sink.err != nil:
+		// Events could not be published: release the run so another
+		// worker (or this one, later) continues from the checkpoint.
+		log.Warn("event publishing failed; releasing the run", "error", sink.err)
+		_ = d.msg.NakWithDelay(time.Second)
+		return
+	case !sink.terminal:
+		// Interrupted without a terminal event (shutdown, lost NATS):
+		// release it at once for another worker.
+		log.Info("run interrupted; released for another worker", "cause", runErr)
+		_ = d.msg.Nak()
+		return
+	}
+	if err := rp.Close(ctx); err != nil {
+		log.Warn("flushing the terminal event failed; releasing the run", "error", err)
+		_ = d.msg.NakWithDelay(time.Second)
+		return
+	}
+	_, err := w.st.Runs().Modify(ctx, runID, func(r *store.RunRecord) error {
+		r.FinishedAt = w.cfg.Clock().UTC()
+		if runErr == nil && res != nil {
+			r.Status, r.Result, r.Turns, r.Error = store.RunCompleted, res.Output, res.Turns, nil
+			return nil
+		}
+		info := loop.Describe(runErr)
+		r.Status, r.Error = store.RunFailed, &info
+		return nil
+	})
+	if err != nil {
+		log.Warn("run index update failed after the terminal event", "error", err)
+	}
+	if runErr == nil && res != nil {
+		w.m.completed.WithLabelValues(ag.Name).Inc()
+		w.m.tokens.WithLabelValues(ag.Name, "input").Add(float64(res.Usage.InputTokens))
+		w.m.tokens.WithLabelValues(ag.Name, "output").Add(float64(res.Usage.OutputTokens))
+	} else {
+		w.m.failed.WithLabelValues(ag.Name, loop.Describe(runErr).Type).Inc()
+	}
+	if err := d.msg.DoubleAck(ctx); err != nil {
+		log.Warn("ack after the terminal event failed; a redelivery will find it published", "error", err)
+	}
+}
+
+// heartbeat sends ack-progress until ctx ends.
+func (w *Worker) heartbeat(ctx context.Context, msg jetstream.Msg) {
+	t := time.NewTicker(w.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := msg.InProgress(); err != nil {
+				w.log.Debug("heartbeat failed", "error", err)
+			}
+		}
+	}
+}
