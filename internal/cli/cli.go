@@ -33,7 +33,17 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"dev": {"start everything in one process (embedded NATS, gateway, workers, demo agent)", runDev},
+		"dev":     {"start everything in one process (embedded NATS, gateway, workers, demo agent)", runDev},
+		"worker":  {"run a worker that claims and executes runs", runWorker},
+		"gateway": {"run the HTTP gateway (and the NATS API)", runGateway},
+		"run":     {"submit a run and stream it to the terminal", runRun},
+		"submit":  {"submit a run and print its id", runSubmit},
+		"tail":    {"print a run's events from the first to the terminal one", runTail},
+		"status":  {"print a run's status", runStatus},
+		"approve": {"approve (or --reject) a call waiting for a decision", runApprove},
+		"cancel":  {"cancel a run", runCancel},
+		"inject":  {"send a steering message to a run's next turn", runInject},
+		"session": {"show a session: lovia session show ID", runSession},
 	}
 }
 

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -13,19 +16,111 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func TestDevPrintsStreamedRun(t *testing.T) {
-	var out, errb bytes.Buffer
-	code := Main(context.Background(), []string{"dev"}, strings.NewReader(""), &out, &errb, os.Getenv)
-	require.Equal(t, ExitOK, code, errb.String())
-	s := out.String()
-	require.Contains(t, s, "→ add(")
-	require.Contains(t, s, "← add: 42")
-	require.Contains(t, s, "12 + 30 = 42.")
-	require.Contains(t, s, "[run_completed]")
+// syncBuf is a goroutine-safe buffer.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
 }
 
-func TestUnknownCommandIsUsageError(t *testing.T) {
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func getenv(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+// startDev runs `lovia dev` on free ports and returns its NATS URL.
+func startDev(t *testing.T, extra ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out, errb := &syncBuf{}, &syncBuf{}
+	done := make(chan int, 1)
+	args := append([]string{"dev", "--nats-port", "0", "--http", "127.0.0.1:0", "--data", t.TempDir(),
+		"--workspace", t.TempDir(), "--log-level", "warn"}, extra...)
+	go func() { done <- Main(ctx, args, strings.NewReader(""), out, errb, getenv(nil)) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case code := <-done:
+			require.Equal(t, ExitOK, code, errb.String())
+		case <-time.After(30 * time.Second):
+			t.Error("lovia dev did not stop")
+		}
+	})
+	re := regexp.MustCompile(`NATS\s+(nats://\S+)`)
+	var url string
+	require.Eventually(t, func() bool {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			url = m[1]
+			return true
+		}
+		return false
+	}, 30*time.Second, 20*time.Millisecond, "dev output: %s %s", out.String(), errb.String())
+	require.Contains(t, out.String(), "HTTP      http://")
+	return url
+}
+
+func TestDevRunTailStatus(t *testing.T) {
+	url := startDev(t)
+	env := getenv(map[string]string{"NATS_URL": url})
+	ctx := context.Background()
+
+	// lovia run streams the demo agent's calculator flow.
 	var out, errb bytes.Buffer
-	require.Equal(t, ExitUsage, Main(context.Background(), []string{"nope"}, nil, &out, &errb, os.Getenv))
+	code := Main(ctx, []string{"run", "What is 12*7?"}, strings.NewReader(""), &out, &errb, env)
+	require.Equal(t, ExitOK, code, errb.String())
+	require.Contains(t, out.String(), "→ calculator(")
+	require.Contains(t, out.String(), "← calculator: 84")
+	require.Contains(t, out.String(), "84")
+
+	// submit prints a run id; tail --json prints one envelope per line.
+	out.Reset()
+	require.Equal(t, ExitOK, Main(ctx, []string{"submit", "--agent", "demo", "What time is it?"}, nil, &out, &errb, env))
+	runID := strings.TrimSpace(out.String())
+	require.NotEmpty(t, runID)
+	out.Reset()
+	require.Equal(t, ExitOK, Main(ctx, []string{"tail", "--json", runID}, nil, &out, &errb, env), errb.String())
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Contains(t, lines[0], `"type":"run_started"`)
+	require.Contains(t, lines[len(lines)-1], `"type":"run_completed"`)
+	require.Contains(t, out.String(), "time_now")
+
+	out.Reset()
+	require.Eventually(t, func() bool {
+		out.Reset()
+		return Main(ctx, []string{"status", runID}, nil, &out, &errb, env) == ExitOK && strings.Contains(out.String(), `"status": "completed"`)
+	}, 10*time.Second, 50*time.Millisecond, out.String())
+}
+
+func TestUsageAndErrors(t *testing.T) {
+	var out, errb bytes.Buffer
+	ctx := context.Background()
+	require.Equal(t, ExitUsage, Main(ctx, []string{"nope"}, nil, &out, &errb, os.Getenv))
 	require.Contains(t, errb.String(), `unknown command "nope"`)
+	errb.Reset()
+	require.Equal(t, ExitUsage, Main(ctx, []string{"approve", "r1"}, nil, &out, &errb, os.Getenv))
+	require.Contains(t, errb.String(), "RUN_ID and CALL_ID are required")
+	errb.Reset()
+	require.Equal(t, ExitUsage, Main(ctx, []string{"run"}, nil, &out, &errb, os.Getenv))
+	errb.Reset()
+	// No NATS: a clear failure, exit 1.
+	code := Main(ctx, []string{"status", "--nats", "nats://127.0.0.1:1", "r1"}, nil, &out, &errb, os.Getenv)
+	require.Equal(t, ExitFailure, code)
+	require.Contains(t, errb.String(), "cannot connect to NATS")
+}
+
+func TestRunFailureExitsOne(t *testing.T) {
+	url := startDev(t)
+	env := getenv(map[string]string{"NATS_URL": url})
+	var out, errb bytes.Buffer
+	code := Main(context.Background(), []string{"run", "--agent", "nobody", "hi"}, nil, &out, &errb, env)
+	require.Equal(t, ExitFailure, code)
+	require.Contains(t, errb.String(), "UnknownAgent")
 }

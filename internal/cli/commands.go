@@ -1,0 +1,245 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/loop"
+)
+
+func printJSON(env *Env, v any) {
+	b, _ := json.MarshalIndent(v, "", "  ")
+	fmt.Fprintln(env.Stdout, string(b))
+}
+
+func usageErr(env *Env, fs *flag.FlagSet, msg string) int {
+	fmt.Fprintln(env.Stderr, "lovia:", msg)
+	fs.Usage()
+	return ExitUsage
+}
+
+// runRun submits a run and streams it.
+func runRun(ctx context.Context, env *Env, args []string) int {
+	fs := flagSet(env, "run", "[--nats URL] [--agent NAME] [--session ID] [--json] INPUT")
+	nf := addNATSFlags(fs, env)
+	agent := fs.String("agent", "demo", "agent to run")
+	session := fs.String("session", "", "session id to load and append to")
+	asJSON := fs.Bool("json", false, "print one event envelope per line")
+	pos, ok := parse(fs, args)
+	if !ok {
+		return ExitUsage
+	}
+	if len(pos) == 0 {
+		return usageErr(env, fs, "INPUT is required")
+	}
+	c, nc, err := nf.client("run")
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	defer nc.Close()
+	rctx, cancel := requestCtx(ctx)
+	rep, err := c.Submit(rctx, &bus.RunRequest{Agent: *agent, SessionID: *session, Input: bus.TextInput(strings.Join(pos, " "))})
+	cancel()
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	if rep.Replayed && rep.Result != nil {
+		printJSON(env, rep.Result.Output)
+		return ExitOK
+	}
+	if !*asJSON {
+		fmt.Fprintf(env.Stderr, "run %s (agent %s)\n", rep.RunID, rep.Agent)
+	}
+	return follow(ctx, env, c, rep.RunID, *asJSON, true, bufio.NewReader(env.Stdin))
+}
+
+// runSubmit submits a run and prints its id.
+func runSubmit(ctx context.Context, env *Env, args []string) int {
+	fs := flagSet(env, "submit", "[--nats URL] [--agent NAME] [--session ID] INPUT")
+	nf := addNATSFlags(fs, env)
+	agent := fs.String("agent", "demo", "agent to run")
+	session := fs.String("session", "", "session id to load and append to")
+	runID := fs.String("run-id", "", "run id (default: generated)")
+	pos, ok := parse(fs, args)
+	if !ok {
+		return ExitUsage
+	}
+	if len(pos) == 0 {
+		return usageErr(env, fs, "INPUT is required")
+	}
+	c, nc, err := nf.client("submit")
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	defer nc.Close()
+	rctx, cancel := requestCtx(ctx)
+	defer cancel()
+	rep, err := c.Submit(rctx, &bus.RunRequest{RunID: *runID, Agent: *agent, SessionID: *session, Input: bus.TextInput(strings.Join(pos, " "))})
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	fmt.Fprintln(env.Stdout, rep.RunID)
+	return ExitOK
+}
+
+// runTail follows a run from its first event to its terminal one.
+func runTail(ctx context.Context, env *Env, args []string) int {
+	fs := flagSet(env, "tail", "[--nats URL] [--json] RUN_ID")
+	nf := addNATSFlags(fs, env)
+	asJSON := fs.Bool("json", false, "print one event envelope per line")
+	pos, ok := parse(fs, args)
+	if !ok {
+		return ExitUsage
+	}
+	if len(pos) != 1 {
+		return usageErr(env, fs, "exactly one RUN_ID is required")
+	}
+	c, nc, err := nf.client("tail")
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	defer nc.Close()
+	return follow(ctx, env, c, pos[0], *asJSON, false, nil)
+}
+
+// runStatus prints a run's status.
+func runStatus(ctx context.Context, env *Env, args []string) int {
+	fs := flagSet(env, "status", "[--nats URL] RUN_ID")
+	nf := addNATSFlags(fs, env)
+	pos, ok := parse(fs, args)
+	if !ok {
+		return ExitUsage
+	}
+	if len(pos) != 1 {
+		return usageErr(env, fs, "exactly one RUN_ID is required")
+	}
+	c, nc, err := nf.client("status")
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	defer nc.Close()
+	rctx, cancel := requestCtx(ctx)
+	defer cancel()
+	st, err := c.Status(rctx, pos[0])
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	printJSON(env, st)
+	return ExitOK
+}
+
+// runCancel asks a run to stop.
+func runCancel(ctx context.Context, env *Env, args []string) int {
+	fs := flagSet(env, "cancel", "[--nats URL] [--reason TEXT] RUN_ID")
+	nf := addNATSFlags(fs, env)
+	reason := fs.String("reason", "cancelled from the command line", "cancel reason")
+	pos, ok := parse(fs, args)
+	if !ok {
+		return ExitUsage
+	}
+	if len(pos) != 1 {
+		return usageErr(env, fs, "exactly one RUN_ID is required")
+	}
+	c, nc, err := nf.client("cancel")
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	defer nc.Close()
+	rctx, cancel := requestCtx(ctx)
+	defer cancel()
+	rep, err := c.Cancel(rctx, pos[0], *reason)
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	printJSON(env, rep)
+	return ExitOK
+}
+
+// runApprove decides a gated call.
+func runApprove(ctx context.Context, env *Env, args []string) int {
+	fs := flagSet(env, "approve", "[--nats URL] [--reject] [--reason TEXT] RUN_ID CALL_ID")
+	nf := addNATSFlags(fs, env)
+	reject := fs.Bool("reject", false, "reject the call instead of approving it")
+	reason := fs.String("reason", "", "reason recorded with the decision")
+	pos, ok := parse(fs, args)
+	if !ok {
+		return ExitUsage
+	}
+	if len(pos) != 2 {
+		return usageErr(env, fs, "RUN_ID and CALL_ID are required")
+	}
+	c, nc, err := nf.client("approve")
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	defer nc.Close()
+	d := loop.Approve
+	if *reject {
+		d = loop.Reject
+	}
+	rctx, cancel := requestCtx(ctx)
+	defer cancel()
+	rep, err := c.Approve(rctx, pos[0], pos[1], d, *reason)
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	printJSON(env, rep)
+	return ExitOK
+}
+
+// runInject queues a steering message.
+func runInject(ctx context.Context, env *Env, args []string) int {
+	fs := flagSet(env, "inject", "[--nats URL] RUN_ID TEXT")
+	nf := addNATSFlags(fs, env)
+	pos, ok := parse(fs, args)
+	if !ok {
+		return ExitUsage
+	}
+	if len(pos) < 2 {
+		return usageErr(env, fs, "RUN_ID and TEXT are required")
+	}
+	c, nc, err := nf.client("inject")
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	defer nc.Close()
+	rctx, cancel := requestCtx(ctx)
+	defer cancel()
+	tok, err := c.Inject(rctx, pos[0], strings.Join(pos[1:], " "))
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	printJSON(env, map[string]string{"token": tok})
+	return ExitOK
+}
+
+// runSession shows a session.
+func runSession(ctx context.Context, env *Env, args []string) int {
+	fs := flagSet(env, "session", "show [--nats URL] SESSION_ID")
+	nf := addNATSFlags(fs, env)
+	pos, ok := parse(fs, args)
+	if !ok {
+		return ExitUsage
+	}
+	if len(pos) != 2 || pos[0] != "show" {
+		return usageErr(env, fs, "use: lovia session show SESSION_ID")
+	}
+	c, nc, err := nf.client("session")
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	defer nc.Close()
+	rctx, cancel := requestCtx(ctx)
+	defer cancel()
+	rep, err := c.Session(rctx, pos[1])
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	printJSON(env, rep)
+	return ExitOK
+}

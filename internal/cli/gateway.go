@@ -1,0 +1,103 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lovia-fleet/lovia/pkg/catalog"
+	"github.com/lovia-fleet/lovia/pkg/client"
+	"github.com/lovia-fleet/lovia/pkg/gateway"
+	"github.com/lovia-fleet/lovia/pkg/service"
+)
+
+// startGateway starts the HTTP gateway (which also serves the API service)
+// and returns its URL and stop function.
+func startGateway(ctx context.Context, env *Env, nc *nats.Conn, prefix, addr string, tokens []string, cat *catalog.Catalog, reg *prometheus.Registry, log *slog.Logger) (string, func(context.Context) error, error) {
+	_, st, err := openFleet(ctx, nc, prefix, 0)
+	if err != nil {
+		return "", nil, err
+	}
+	api, err := service.NewAPI(service.Config{Conn: nc, Store: st, Prefix: prefix, Catalog: cat, Logger: log})
+	if err != nil {
+		return "", nil, err
+	}
+	c, err := client.New(nc, client.Options{Prefix: prefix})
+	if err != nil {
+		return "", nil, err
+	}
+	gw, err := gateway.New(gateway.Config{API: api, Client: c, Conn: nc, Addr: addr, Tokens: tokens, Logger: log, Metrics: reg})
+	if err != nil {
+		return "", nil, err
+	}
+	if err := gw.Start(ctx); err != nil {
+		return "", nil, fmt.Errorf("gateway on %s: %w (use --http to pick another address)", addr, err)
+	}
+	a := gw.Addr()
+	if strings.HasPrefix(a, "[::]:") || strings.HasPrefix(a, "0.0.0.0:") {
+		a = "localhost:" + a[strings.LastIndexByte(a, ':')+1:]
+	}
+	return "http://" + a, gw.Stop, nil
+}
+
+// runGateway runs the HTTP gateway until ctx ends.
+func runGateway(ctx context.Context, env *Env, args []string) int {
+	fs := flagSet(env, "gateway", "[--nats URL] [--http ADDR] [--agents FILE] [--token T]...")
+	nf := addNATSFlags(fs, env)
+	addr := fs.String("http", ":8080", "HTTP listen address")
+	agents := fs.String("agents", "", "agents file: validate agent names and serve the agents list here too")
+	var tokens multiFlag
+	fs.Var(&tokens, "token", "bearer token clients must present (repeatable; also $LOVIA_TOKENS, comma-separated)")
+	logLevel := fs.String("log-level", "info", "log level")
+	if _, ok := parse(fs, args); !ok {
+		return ExitUsage
+	}
+	if v := env.Getenv("LOVIA_TOKENS"); v != "" {
+		for _, t := range strings.Split(v, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				tokens = append(tokens, t)
+			}
+		}
+	}
+	log, err := logger(env, *logLevel)
+	if err != nil {
+		return usageErr(env, fs, err.Error())
+	}
+	nc, err := nf.connect("gateway")
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	defer nc.Close()
+	var cat *catalog.Catalog
+	if *agents != "" {
+		deps, err := buildDeps(env, &workerFlags{agents: *agents, workspace: "workspace"}, log)
+		if err != nil {
+			return fail(env.Stderr, err)
+		}
+		cat = deps.catalog
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	url, stop, err := startGateway(ctx, env, nc, nf.prefix, *addr, tokens, cat, reg, log)
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	fmt.Fprintf(env.Stderr, "lovia gateway on %s (NATS %s)\n", url, nf.url)
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := stop(sctx); err != nil {
+		return fail(env.Stderr, err)
+	}
+	return ExitOK
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }

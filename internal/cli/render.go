@@ -1,0 +1,161 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/client"
+	"github.com/lovia-fleet/lovia/pkg/loop"
+)
+
+// follow tails a run to its terminal event, rendering it as text (or JSON
+// lines), and returns the exit status. With ask, approval requests are
+// answered on the terminal.
+func follow(ctx context.Context, env *Env, c *client.Client, runID string, asJSON, ask bool, stdin *bufio.Reader) int {
+	tail, err := c.Tail(ctx, runID, bus.FromStart())
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	defer tail.Close(context.Background())
+	r := &renderer{w: env.Stdout, errw: env.Stderr}
+	for envl, err := range tail.All(ctx) {
+		if err != nil {
+			if ctx.Err() != nil {
+				fmt.Fprintln(env.Stderr, "\nlovia: interrupted; the run goes on (follow it with `lovia tail "+runID+"`)")
+				return ExitFailure
+			}
+			return fail(env.Stderr, err)
+		}
+		if asJSON {
+			b, err := envl.MarshalAs(bus.JSON)
+			if err != nil {
+				return fail(env.Stderr, err)
+			}
+			fmt.Fprintln(env.Stdout, string(b))
+		}
+		ev, err := envl.Event()
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "lovia: event %d (%s) could not be decoded: %v\n", envl.Seq, envl.Type, err)
+			continue
+		}
+		if !asJSON {
+			r.render(ev)
+		}
+		if ar, ok := ev.(*loop.ApprovalRequired); ok && ask && stdin != nil {
+			decide(ctx, env, c, runID, ar.Call, stdin)
+		}
+		switch e := ev.(type) {
+		case *loop.RunCompleted:
+			return ExitOK
+		case *loop.RunFailed:
+			_ = e
+			return ExitFailure
+		}
+	}
+	return ExitFailure
+}
+
+func decide(ctx context.Context, env *Env, c *client.Client, runID string, call loop.ToolCall, stdin *bufio.Reader) {
+	fmt.Fprintf(env.Stderr, "\n? approve %s(%s) [y/N] ", call.Name, call.Arguments)
+	line, err := stdin.ReadString('\n')
+	d := loop.Reject
+	if strings.EqualFold(strings.TrimSpace(line), "y") || strings.EqualFold(strings.TrimSpace(line), "yes") {
+		d = loop.Approve
+	}
+	if err != nil && line == "" {
+		fmt.Fprintln(env.Stderr, "(no answer: rejecting)")
+	}
+	rctx, cancel := requestCtx(ctx)
+	defer cancel()
+	if _, err := c.Approve(rctx, runID, call.ID, d, "answered on the terminal"); err != nil {
+		fmt.Fprintln(env.Stderr, "lovia: sending the decision failed:", err)
+	}
+}
+
+// renderer prints events for people.
+type renderer struct {
+	w, errw   io.Writer
+	midLine   bool
+	reasoning bool
+}
+
+func (r *renderer) newline() {
+	if r.midLine {
+		fmt.Fprintln(r.w)
+		r.midLine = false
+	}
+}
+
+func (r *renderer) render(ev loop.Event) {
+	switch e := ev.(type) {
+	case *loop.TextDelta:
+		if r.reasoning {
+			fmt.Fprintln(r.errw)
+			r.reasoning = false
+		}
+		fmt.Fprint(r.w, e.Delta)
+		r.midLine = !strings.HasSuffix(e.Delta, "\n")
+	case *loop.ReasoningDelta:
+		if !r.reasoning {
+			fmt.Fprint(r.errw, "(thinking) ")
+			r.reasoning = true
+		}
+		fmt.Fprint(r.errw, e.Delta)
+	case *loop.OutputDiscarded:
+		r.newline()
+		fmt.Fprintln(r.errw, "[output discarded; the turn restarts]")
+	case *loop.MessageCompleted:
+		r.newline()
+	case *loop.ToolCallStarted:
+		r.newline()
+		fmt.Fprintf(r.w, "→ %s(%s)\n", e.Call.Name, short(e.Call.Arguments, 200))
+	case *loop.ToolCallCompleted:
+		r.newline()
+		mark := "←"
+		if e.IsError {
+			mark = "✗"
+		}
+		fmt.Fprintf(r.w, "%s %s: %s\n", mark, e.Call.Name, short(e.Output, 300))
+	case *loop.ApprovalRequired:
+		r.newline()
+		fmt.Fprintf(r.w, "⏸ %s(%s) needs approval (call %s)\n", e.Call.Name, short(e.Call.Arguments, 200), e.Call.ID)
+	case *loop.ApprovalResolved:
+		fmt.Fprintf(r.w, "  %s: %s\n", e.Decision, e.Reason)
+	case *loop.UserMessageInjected:
+		r.newline()
+		fmt.Fprintf(r.w, "» %s\n", e.Content)
+	case *loop.HandoffOccurred:
+		r.newline()
+		fmt.Fprintf(r.w, "⇢ handed off from %s to %s\n", e.FromAgent, e.ToAgent)
+	case *bus.RunResumed:
+		r.newline()
+		fmt.Fprintf(r.errw, "[resumed on worker %s, attempt %d]\n", e.Worker, e.Attempt)
+	case *loop.ContextCompacted:
+		fmt.Fprintf(r.errw, "[context compacted: %s, %d → %d tokens]\n", e.Notice.Reason, e.Notice.TokensBefore, e.Notice.TokensAfter)
+	case *loop.RunCompleted:
+		r.newline()
+		if _, isText := e.Output.(string); !isText && e.Output != nil {
+			b, _ := json.MarshalIndent(e.Output, "", "  ")
+			fmt.Fprintln(r.w, string(b))
+		}
+	case *loop.RunFailed:
+		r.newline()
+		fmt.Fprintf(r.errw, "run failed: %s: %s\n", e.Error.Type, e.Error.Message)
+		if e.Error.Hint != "" {
+			fmt.Fprintf(r.errw, "  hint: %s\n", e.Error.Hint)
+		}
+	}
+}
+
+func short(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

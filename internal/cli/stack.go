@@ -1,0 +1,289 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/catalog"
+	"github.com/lovia-fleet/lovia/pkg/loop"
+	"github.com/lovia-fleet/lovia/pkg/loop/compaction"
+	"github.com/lovia-fleet/lovia/pkg/provider"
+	"github.com/lovia-fleet/lovia/pkg/service"
+	"github.com/lovia-fleet/lovia/pkg/store"
+	"github.com/lovia-fleet/lovia/pkg/tools"
+	"github.com/lovia-fleet/lovia/pkg/worker"
+)
+
+// workerFlags configure workers (lovia worker and lovia dev).
+type workerFlags struct {
+	agents      string
+	workspace   string
+	concurrency int
+	ackWait     time.Duration
+	logLevel    string
+}
+
+func addWorkerFlags(fs *flag.FlagSet) *workerFlags {
+	f := &workerFlags{}
+	fs.StringVar(&f.agents, "agents", "", "agents file (YAML); default: the built-in demo agent")
+	fs.StringVar(&f.workspace, "workspace", "workspace", "directory read_file and append_file are confined to")
+	fs.IntVar(&f.concurrency, "concurrency", worker.DefaultConcurrency, "runs executed at once per worker")
+	fs.DurationVar(&f.ackWait, "ack-wait", worker.DefaultAckWait, "claim ack wait: a silent worker loses its runs after this")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	return f
+}
+
+func logger(env *Env, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+// fleetDeps are the pieces a worker or gateway process builds once.
+type fleetDeps struct {
+	registry *loop.Registry
+	catalog  *catalog.Catalog
+	policy   loop.ContextPolicy
+}
+
+func buildDeps(env *Env, wf *workerFlags, log *slog.Logger) (*fleetDeps, error) {
+	reg := provider.NewRegistry(provider.Config{Getenv: env.Getenv})
+	ts, err := tools.Builtin(tools.Config{Workspace: wf.workspace})
+	if err != nil {
+		return nil, err
+	}
+	copts := catalog.Options{Tools: ts, Registry: reg}
+	var cat *catalog.Catalog
+	if wf.agents != "" {
+		cat, err = catalog.Load(wf.agents, copts)
+	} else {
+		cat, err = catalog.Default(copts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &fleetDeps{registry: reg, catalog: cat, policy: compaction.New(compaction.Config{Logger: log})}, nil
+}
+
+// openFleet provisions (idempotently) and opens the stores. ackWait sets
+// the workers consumer's ack wait; 0 leaves the consumer alone (gateways).
+func openFleet(ctx context.Context, nc *nats.Conn, prefix string, ackWait time.Duration) (jetstream.JetStream, *store.Store, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, nil, err
+	}
+	pc := bus.ProvisionConfig{Prefix: prefix, SkipWorkers: ackWait == 0}
+	pc.Workers.AckWait = ackWait
+	if _, err := bus.Provision(ctx, js, pc); err != nil {
+		return nil, nil, err
+	}
+	names, _ := bus.NewNames(prefix)
+	st, err := store.Open(ctx, js, store.Config{
+		CheckpointBucket: names.CheckpointsBucket(), SessionBucket: names.SessionsBucket(),
+		MailboxBucket: names.MailboxBucket(), RunBucket: names.RunsBucket(),
+	})
+	return js, st, err
+}
+
+// serveMetrics serves /metrics on addr until ctx ends ("" disables it).
+func serveMetrics(ctx context.Context, addr string, g prometheus.Gatherer, log *slog.Logger) (string, error) {
+	if addr == "" {
+		return "", nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("metrics listener %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
+			log.Warn("metrics server stopped", "error", err)
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	return ln.Addr().String(), nil
+}
+
+// runWorker runs one worker process until ctx ends.
+func runWorker(ctx context.Context, env *Env, args []string) int {
+	fs := flagSet(env, "worker", "[--nats URL] [--agents FILE] [--id NAME] [--concurrency N] [--workspace DIR]")
+	nf := addNATSFlags(fs, env)
+	wf := addWorkerFlags(fs)
+	id := fs.String("id", "", "worker id (default <hostname>-<pid>)")
+	metricsAddr := fs.String("metrics", "", "serve Prometheus /metrics on this address (e.g. :9091)")
+	if _, ok := parse(fs, args); !ok {
+		return ExitUsage
+	}
+	log, err := logger(env, wf.logLevel)
+	if err != nil {
+		return usageErr(env, fs, err.Error())
+	}
+	nc, err := nf.connect("worker")
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	defer nc.Close()
+	deps, err := buildDeps(env, wf, log)
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	w, svc, err := startWorkerProcess(ctx, nc, nf.prefix, *id, wf, deps, reg, log)
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	if addr, err := serveMetrics(ctx, *metricsAddr, reg, log); err != nil {
+		return fail(env.Stderr, err)
+	} else if addr != "" {
+		log.Info("metrics", "addr", "http://"+addr+"/metrics")
+	}
+	fmt.Fprintf(env.Stderr, "lovia worker %s serving agents %s on %s\n", w.ID(), strings.Join(deps.catalog.Names(), ", "), nf.url)
+	<-ctx.Done()
+	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = svc.Stop(stopCtx)
+	if err := w.Stop(stopCtx); err != nil {
+		return fail(env.Stderr, err)
+	}
+	return ExitOK
+}
+
+// startWorkerProcess provisions, opens stores, starts the API service and
+// one worker.
+func startWorkerProcess(ctx context.Context, nc *nats.Conn, prefix, id string, wf *workerFlags, deps *fleetDeps, reg prometheus.Registerer, log *slog.Logger) (*worker.Worker, *service.Service, error) {
+	_, st, err := openFleet(ctx, nc, prefix, wf.ackWait)
+	if err != nil {
+		return nil, nil, err
+	}
+	api, err := service.NewAPI(service.Config{Conn: nc, Store: st, Prefix: prefix, Catalog: deps.catalog, Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	svc := service.New(api)
+	if err := svc.Start(ctx); err != nil {
+		return nil, nil, err
+	}
+	w, err := worker.New(worker.Config{
+		Conn: nc, Catalog: deps.catalog, Prefix: prefix, ID: id, Concurrency: wf.concurrency, AckWait: wf.ackWait,
+		SkipProvision: true, Registry: deps.registry, ContextPolicy: deps.policy, Logger: log, Metrics: reg,
+	})
+	if err != nil {
+		_ = svc.Stop(ctx)
+		return nil, nil, err
+	}
+	if err := w.Start(ctx); err != nil {
+		_ = svc.Stop(ctx)
+		return nil, nil, err
+	}
+	return w, svc, nil
+}
+
+// runDev starts everything in one process: an embedded NATS server that
+// other processes can join, the API service, N workers and the demo agent.
+func runDev(ctx context.Context, env *Env, args []string) int {
+	fs := flagSet(env, "dev", "[--agents FILE] [--workers N] [--http ADDR] [--nats-port PORT] [--data DIR]")
+	wf := addWorkerFlags(fs)
+	workers := fs.Int("workers", 2, "number of workers")
+	httpAddr := fs.String("http", ":8080", "gateway HTTP address")
+	natsPort := fs.Int("nats-port", 4222, "NATS client port (0 picks a free one)")
+	data := fs.String("data", filepath.Join(".lovia", "data"), "JetStream store directory")
+	prefix := fs.String("prefix", "lovia", "subject prefix")
+	if _, ok := parse(fs, args); !ok {
+		return ExitUsage
+	}
+	if *workers < 1 {
+		return usageErr(env, fs, "--workers must be at least 1")
+	}
+	log, err := logger(env, wf.logLevel)
+	if err != nil {
+		return usageErr(env, fs, err.Error())
+	}
+	if err := os.MkdirAll(*data, 0o755); err != nil {
+		return fail(env.Stderr, err)
+	}
+	port := *natsPort
+	if port == 0 {
+		port = 0
+	}
+	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: *data, Port: port, ServerName: "lovia-dev"})
+	if err != nil {
+		return fail(env.Stderr, fmt.Errorf("embedded NATS on port %d: %w (use --nats-port to pick another)", *natsPort, err))
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	deps, err := buildDeps(env, wf, log)
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	var stops []func(context.Context) error
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for i := len(stops) - 1; i >= 0; i-- {
+			_ = stops[i](sctx)
+		}
+	}()
+	for i := 1; i <= *workers; i++ {
+		nc, err := nats.Connect(srv.ClientURL(), nats.Name(fmt.Sprintf("lovia dev worker %d", i)))
+		if err != nil {
+			return fail(env.Stderr, err)
+		}
+		defer nc.Close()
+		w, svc, err := startWorkerProcess(ctx, nc, *prefix, fmt.Sprintf("dev-%d", i), wf, deps, reg, log)
+		if err != nil {
+			return fail(env.Stderr, err)
+		}
+		stops = append(stops, w.Stop, svc.Stop)
+	}
+	gwNC, err := nats.Connect(srv.ClientURL(), nats.Name("lovia dev gateway"))
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	defer gwNC.Close()
+	httpURL, stopGW, err := startGateway(ctx, env, gwNC, *prefix, *httpAddr, nil, deps.catalog, reg, log)
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	stops = append(stops, stopGW)
+	fmt.Fprintf(env.Stdout, `lovia dev is up
+  NATS      %s   (nats sub 'lovia.events.>' to watch every run)
+  HTTP      %s
+  workers   %d, agents: %s
+
+try:
+  nats req lovia.api.submit '{"agent":"demo","input":"What is 12*7?"}'
+  lovia run "What time is it?"
+`, srv.ClientURL(), httpURL, *workers, strings.Join(deps.catalog.Names(), ", "))
+	<-ctx.Done()
+	fmt.Fprintln(env.Stderr, "lovia dev: shutting down")
+	return ExitOK
+}

@@ -1,0 +1,226 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/client"
+	"github.com/lovia-fleet/lovia/pkg/loop"
+	"github.com/lovia-fleet/lovia/pkg/store"
+)
+
+// proc is a child process with its output captured.
+type proc struct {
+	cmd *exec.Cmd
+	mu  sync.Mutex
+	out strings.Builder
+}
+
+func (p *proc) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.Write(b)
+}
+
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+func startWorker(t *testing.T, url, agents, workspace, id string) *proc {
+	t.Helper()
+	p := &proc{}
+	p.cmd = exec.Command(loviaBin, "worker", "--nats", url, "--agents", agents, "--workspace", workspace,
+		"--id", id, "--ack-wait", "2s", "--log-level", "debug")
+	p.cmd.Stdout, p.cmd.Stderr = p, p
+	require.NoError(t, p.cmd.Start())
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			done := make(chan struct{})
+			go func() { _, _ = p.cmd.Process.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				_ = p.cmd.Process.Kill()
+				<-done
+			}
+		}
+		if t.Failed() {
+			t.Logf("worker %s output:\n%s", id, p.output())
+		}
+	})
+	return p
+}
+
+// slowAgents writes an agents file with one agent per run, each appending
+// three lines (its own) to log.txt around slow sleeps.
+func slowAgents(t *testing.T, n int) string {
+	var b strings.Builder
+	b.WriteString("agents:\n")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, `  - name: slow%d
+    model: scripted
+    tools: [append_file, sleep]
+    script:
+      - call: {name: append_file, args: {path: log.txt, line: "r%d-a"}, id: a}
+      - call: {name: sleep, args: {ms: 300}, id: s1}
+      - calls: [{name: append_file, args: {path: log.txt, line: "r%d-b"}, id: b}, {name: sleep, args: {ms: 300}, id: s2}]
+      - call: {name: append_file, args: {path: log.txt, line: "r%d-c"}, id: c}
+      - text: done %d
+`, i, i, i, i, i)
+	}
+	path := filepath.Join(t.TempDir(), "agents.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o644))
+	return path
+}
+
+// TestKill9 (fleet issue acceptance 3): two `lovia worker` processes run
+// scripted runs with slow tools that append to a file; one is killed with
+// SIGKILL mid-run. Every run completes on the other; no tool call whose
+// result was checkpointed appears twice in the file; every run has exactly
+// one terminal event and contiguous seqs.
+func TestKill9(t *testing.T) {
+	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	nc, err := nats.Connect(srv.ClientURL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = bus.Provision(ctx, js, bus.ProvisionConfig{Workers: bus.WorkersConsumerConfig{AckWait: 2 * time.Second}})
+	require.NoError(t, err)
+
+	const runs = 6
+	agents := slowAgents(t, runs)
+	workspace := t.TempDir()
+	a := startWorker(t, srv.ClientURL(), agents, workspace, "victim")
+	startWorker(t, srv.ClientURL(), agents, workspace, "survivor")
+	c, err := client.New(nc, client.Options{})
+	require.NoError(t, err)
+	// Wait until both workers serve the API.
+	require.Eventually(t, func() bool {
+		_, err := c.Agents(ctx)
+		return err == nil
+	}, 20*time.Second, 50*time.Millisecond)
+
+	ids := make([]string, runs)
+	for i := range ids {
+		rep, err := c.Submit(ctx, &bus.RunRequest{Agent: fmt.Sprintf("slow%d", i), Input: bus.TextInput("go")})
+		require.NoError(t, err)
+		ids[i] = rep.RunID
+	}
+	// Kill the victim while it is mid-run: once it has written a line.
+	logPath := filepath.Join(workspace, "log.txt")
+	require.Eventually(t, func() bool {
+		return strings.Contains(a.output(), "victim") && fileLines(logPath) >= runs
+	}, 20*time.Second, 10*time.Millisecond)
+	killed := time.Now()
+	require.NoError(t, a.cmd.Process.Signal(syscall.SIGKILL))
+	_, _ = a.cmd.Process.Wait()
+
+	// What was checkpointed at the moment of the kill.
+	st, err := store.Open(ctx, js, store.Config{})
+	require.NoError(t, err)
+	checkpointed := map[string]bool{} // "<run>/<call>"
+	for _, id := range ids {
+		snap, err := st.Checkpointer().Load(ctx, id)
+		if err != nil {
+			continue
+		}
+		for _, e := range snap.Entries {
+			if e.Kind == loop.KindToolResult {
+				checkpointed[id+"/"+e.CallID] = true
+			}
+		}
+	}
+
+	// Every run completes, with one terminal event and contiguous seqs.
+	resumed := 0
+	var takeover time.Duration
+	for i, id := range ids {
+		tctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		tail, err := c.Tail(tctx, id, bus.FromStart())
+		require.NoError(t, err)
+		var envs []*bus.Envelope
+		for env, err := range tail.All(tctx) {
+			require.NoError(t, err, "run %d", i)
+			envs = append(envs, env)
+			if env.Type == bus.EventRunResumed {
+				resumed++
+				if d := env.Time.Sub(killed); takeover == 0 || d < takeover {
+					takeover = d
+				}
+			}
+		}
+		_ = tail.Close(ctx)
+		cancel()
+		terminals := 0
+		for j, env := range envs {
+			require.EqualValues(t, j+1, env.Seq, "run %d contiguous seqs", i)
+			if env.IsTerminal() {
+				terminals++
+			}
+		}
+		require.Equal(t, 1, terminals, "run %d: one terminal event", i)
+		require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type, "run %d completes", i)
+	}
+	require.Positive(t, resumed, "the killed worker had runs that another resumed")
+	t.Logf("kill -9 → first run_resumed: %s (ack wait 2s)", takeover)
+
+	// The file: each line at most twice, and once when its call was
+	// checkpointed before the kill.
+	counts := map[string]int{}
+	for _, l := range readLines(t, logPath) {
+		counts[l]++
+	}
+	for i, id := range ids {
+		for _, call := range []string{"a", "b", "c"} {
+			line := fmt.Sprintf("r%d-%s", i, call)
+			n := counts[line]
+			require.GreaterOrEqual(t, n, 1, "%s ran", line)
+			if checkpointed[id+"/"+call] {
+				require.Equal(t, 1, n, "%s was checkpointed before the kill and must not run again", line)
+			} else {
+				require.LessOrEqual(t, n, 2, "%s", line)
+			}
+		}
+	}
+}
+
+func fileLines(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	return strings.Count(string(b), "\n")
+}
+
+func readLines(t *testing.T, path string) []string {
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		out = append(out, sc.Text())
+	}
+	return out
+}

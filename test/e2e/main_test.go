@@ -1,0 +1,32 @@
+// Package e2e runs the fleet as real processes: `lovia worker` binaries
+// against a NATS server, killed with SIGKILL mid-run.
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// loviaBin is the lovia binary built for these tests.
+var loviaBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "lovia-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	loviaBin = filepath.Join(dir, "lovia")
+	build := exec.Command("go", "build", "-o", loviaBin, "../../cmd/cli")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building lovia:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
