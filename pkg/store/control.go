@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -145,4 +146,95 @@ func (c *Control) ClearCancel(ctx context.Context, runID string) error {
 		return wrapErr("cancel clear", runID, err)
 	}
 	return nil
+}
+
+// Ownership keys record which worker holds which run's delivery, so a
+// surviving worker can release the runs of a worker that is provably gone
+// without waiting for the ack wait:
+//
+//	runs  own.<worker>.<run>   the ack subject of the worker's delivery
+func ownerKey(worker, run string) string { return "own." + worker + "." + run }
+
+// SetOwner records that worker holds run's delivery with ack subject ack.
+func (c *Control) SetOwner(ctx context.Context, worker, runID, ack string) error {
+	if err := checkID("set owner", "worker id", worker); err != nil {
+		return err
+	}
+	if err := checkID("set owner", "run id", runID); err != nil {
+		return err
+	}
+	if _, err := c.b.put(ctx, ownerKey(worker, runID), []byte(ack)); err != nil {
+		return wrapErr("set owner", runID, err)
+	}
+	return nil
+}
+
+// ClearOwner removes worker's ownership record of run.
+func (c *Control) ClearOwner(ctx context.Context, worker, runID string) error {
+	ctx, cancel := c.b.callCtx(ctx)
+	defer cancel()
+	if err := c.b.kv.Purge(ctx, ownerKey(worker, runID)); err != nil && !isNotFound(err) {
+		return wrapErr("clear owner", runID, err)
+	}
+	return nil
+}
+
+// Ownership is one ownership record.
+type Ownership struct {
+	Worker   string
+	RunID    string
+	Ack      string
+	Revision uint64
+	Deleted  bool
+}
+
+// TakeOwnership removes an ownership record if it is still at revision
+// rev; only the caller that succeeds may release the delivery.
+func (c *Control) TakeOwnership(ctx context.Context, o Ownership) (bool, error) {
+	if err := c.b.purgeKey(ctx, ownerKey(o.Worker, o.RunID), o.Revision); err != nil {
+		if isCAS(err) || isNotFound(err) {
+			return false, nil
+		}
+		return false, wrapErr("take ownership", o.RunID, err)
+	}
+	return true, nil
+}
+
+// WatchOwners streams ownership changes, starting with the current
+// records, until ctx ends. It uses one watcher (one consumer).
+func (c *Control) WatchOwners(ctx context.Context) (<-chan Ownership, error) {
+	w, err := c.b.kv.Watch(ctx, "own.>")
+	if err != nil {
+		return nil, wrapErr("watch owners", c.b.name, err)
+	}
+	out := make(chan Ownership, 64)
+	go func() {
+		defer close(out)
+		defer stopWatch(w)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil {
+					continue
+				}
+				parts := strings.SplitN(e.Key(), ".", 3)
+				if len(parts) != 3 {
+					continue
+				}
+				o := Ownership{Worker: parts[1], RunID: parts[2], Ack: string(e.Value()), Revision: e.Revision(),
+					Deleted: e.Operation() != jetstream.KeyValuePut}
+				select {
+				case out <- o:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out, nil
 }

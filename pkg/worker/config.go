@@ -37,6 +37,10 @@ type Config struct {
 	AckWait time.Duration
 	// Heartbeat is the ack-progress interval. Default AckWait/3.
 	Heartbeat time.Duration
+	// TakeoverInterval is how often the worker checks whether workers that
+	// hold runs are still there, to release a dead one's runs before the
+	// ack wait. Default 1s.
+	TakeoverInterval time.Duration
 	// ShutdownGrace is how long Stop lets runs finish before interrupting
 	// them at a checkpoint. Default 10s.
 	ShutdownGrace time.Duration
@@ -90,6 +94,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Heartbeat == 0 {
 		c.Heartbeat = c.AckWait / 3
+	}
+	if c.TakeoverInterval == 0 {
+		c.TakeoverInterval = time.Second
 	}
 	if c.ShutdownGrace == 0 {
 		c.ShutdownGrace = DefaultShutdownGrace

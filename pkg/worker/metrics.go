@@ -21,6 +21,7 @@ type metrics struct {
 	publishSecs  prometheus.Histogram
 	poison       *prometheus.CounterVec
 	fenced       prometheus.Counter
+	takeovers    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -38,9 +39,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		publishSecs:  prometheus.NewHistogram(prometheus.HistogramOpts{Name: "lovia_event_publish_seconds", Help: "Event publish latency to a stored ack at checkpoint flushes.", Buckets: prometheus.ExponentialBuckets(0.0001, 3, 10)}),
 		poison:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lovia_poison_requests_total", Help: "Run requests terminated as invalid, by error type."}, []string{"type"}),
 		fenced:       prometheus.NewCounter(prometheus.CounterOpts{Name: "lovia_runs_fenced_total", Help: "Runs this worker stopped because another worker owns them."}),
+		takeovers:    prometheus.NewCounter(prometheus.CounterOpts{Name: "lovia_takeovers_total", Help: "Runs of a gone worker this worker released before the ack wait."}),
 	}
 	for _, c := range []prometheus.Collector{m.started, m.completed, m.failed, m.inFlight, m.resumes, m.redeliveries,
-		m.turnSeconds, m.toolSeconds, m.modelSeconds, m.tokens, m.publishSecs, m.poison, m.fenced} {
+		m.turnSeconds, m.toolSeconds, m.modelSeconds, m.tokens, m.publishSecs, m.poison, m.fenced, m.takeovers} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

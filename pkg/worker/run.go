@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
@@ -47,29 +49,26 @@ func (w *Worker) handle(msg jetstream.Msg) {
 	ctx := w.runCtx
 
 	// Decode and validate: a poison request ends here with run_failed.
+	subjAgent, _ := w.names.ParseSubmit(msg.Subject())
 	if len(msg.Data()) > w.cfg.MaxRequestBytes {
-		w.poison(ctx, d, "", bus.JSON, bus.TypeInvalidRequest,
+		w.poison(ctx, d, poisonRunID(nil, msg.Headers(), meta.Sequence.Stream), subjAgent, bus.JSON, bus.TypeInvalidRequest,
 			fmt.Sprintf("run request is %d bytes, over the %d-byte limit", len(msg.Data()), w.cfg.MaxRequestBytes),
 			"send a smaller input, or raise the worker's request limit")
 		return
 	}
-	subjAgent, _ := w.names.ParseSubmit(msg.Subject())
 	req, enc, derr := bus.DecodeRunRequest(msg.Headers(), msg.Data())
 	if derr != nil {
-		id, _ := bus.RawSubmitRunID(&bus.RunRequest{}, msg.Headers(), meta.Sequence.Stream)
-		if req != nil && req.RunID != "" && bus.ValidateID("run_id", req.RunID) == nil {
-			id = req.RunID
-		}
+		id := poisonRunID(req, msg.Headers(), meta.Sequence.Stream)
 		if enc == "" {
 			enc = bus.JSON
 		}
 		info := bus.ErrorFor(derr)
-		w.poison(ctx, d, id, enc, bus.TypeInvalidRequest, info.Message, "fix the request body: JSON or msgpack with the fields of PROTOCOL.md")
+		w.poison(ctx, d, id, subjAgent, enc, bus.TypeInvalidRequest, info.Message, "fix the request body: JSON or msgpack with the fields of PROTOCOL.md")
 		return
 	}
 	runID, err := bus.RawSubmitRunID(req, msg.Headers(), meta.Sequence.Stream)
 	if err != nil {
-		w.poison(ctx, d, "", enc, bus.TypeInvalidRequest, bus.ErrorFor(err).Message, "run ids are 1-128 characters of [A-Za-z0-9_-]")
+		w.poison(ctx, d, poisonRunID(nil, nil, meta.Sequence.Stream), subjAgent, enc, bus.TypeInvalidRequest, bus.ErrorFor(err).Message, "run ids are 1-128 characters of [A-Za-z0-9_-]")
 		return
 	}
 	agentName := subjAgent
@@ -82,7 +81,7 @@ func (w *Worker) handle(msg jetstream.Msg) {
 	d.log = w.log.With("run_id", runID, "agent", agentName, "delivery", meta.NumDelivered)
 	ag, ok := w.cfg.Catalog.Get(agentName)
 	if !ok {
-		w.poison(ctx, d, runID, enc, bus.TypeUnknownAgent,
+		w.poison(ctx, d, runID, agentName, enc, bus.TypeUnknownAgent,
 			fmt.Sprintf("unknown agent %q", agentName),
 			fmt.Sprintf("use one of the agents this worker serves: %v (ask %s)", w.cfg.Catalog.Names(), w.names.Agents()))
 		return
@@ -90,29 +89,73 @@ func (w *Worker) handle(msg jetstream.Msg) {
 	w.execute(ctx, d, req, runID, enc, ag)
 }
 
-// poison ends an invalid request: run_failed when a run id is known, the
-// index record marked failed, and the message terminated (never
-// redelivered).
-func (w *Worker) poison(ctx context.Context, d *delivery, runID string, enc bus.Encoding, typ, msg, hint string) {
+// poisonRunID names the run of a request that cannot run: its run id
+// (body, then Nats-Msg-Id) when that is valid, else run-<stream seq>, so
+// the sender always finds a run_failed event.
+func poisonRunID(req *bus.RunRequest, h nats.Header, streamSeq uint64) string {
+	if req == nil {
+		req = &bus.RunRequest{}
+	}
+	if id, err := bus.RawSubmitRunID(req, h, streamSeq); err == nil {
+		return id
+	}
+	return "run-" + strconv.FormatUint(streamSeq, 10)
+}
+
+// poison ends an invalid request: a run it names is indexed as failed and
+// gets a run_failed event (unless another request of that run is running
+// or completed: that one is left alone), and the message is terminated
+// (never redelivered).
+func (w *Worker) poison(ctx context.Context, d *delivery, runID, agent string, enc bus.Encoding, typ, msg, hint string) {
 	w.m.poison.WithLabelValues(typ).Inc()
 	d.log.Warn("poison run request terminated", "run_id", runID, "type", typ, "error", msg)
 	if runID != "" {
 		info := loop.ErrorInfo{Type: typ, Message: msg, Hint: hint}
-		if rp, err := w.pub.Open(ctx, runID, enc); err == nil {
-			if last, _ := w.lastEvent(ctx, runID); last == nil || !last.IsTerminal() || !d.firstClaim {
-				_, _ = rp.Publish(ctx, &loop.RunFailed{Error: info})
-			}
-			if err := rp.Close(ctx); err != nil {
-				d.log.Warn("poison: publishing run_failed failed", "error", err)
+		if publish, queued := w.failPoisonRun(ctx, runID, agent, &info); publish {
+			if rp, err := w.pub.Open(ctx, runID, enc); err == nil {
+				if last, _ := w.lastEvent(ctx, runID); last == nil || !last.IsTerminal() || queued {
+					_, _ = rp.Publish(ctx, &loop.RunFailed{Error: info})
+				}
+				if err := rp.Close(ctx); err != nil {
+					d.log.Warn("poison: publishing run_failed failed", "error", err)
+				}
 			}
 		}
-		_, _ = w.st.Runs().Modify(ctx, runID, func(r *store.RunRecord) error {
-			r.Status, r.Error, r.Worker = store.RunFailed, &info, w.cfg.ID
-			r.FinishedAt = w.cfg.Clock().UTC()
-			return nil
-		})
 	}
 	_ = d.msg.TermWithReason(typ + ": " + msg)
+}
+
+var errLeaveRecord = errors.New("leave the run record as it is")
+
+// failPoisonRun indexes the run of a poison request as failed. It reports
+// whether run_failed may be published: for a run this request creates, or
+// one queued for it (an API without a catalog accepts any agent name); for
+// a run already failed only if its last event is not terminal (the caller
+// checks: a redelivery after a crash before the publish); never for a run
+// that is running or completed, whose record and events belong to another
+// request.
+func (w *Worker) failPoisonRun(ctx context.Context, runID, agent string, info *loop.ErrorInfo) (publish, queued bool) {
+	now := w.cfg.Clock().UTC()
+	_, err := w.st.Runs().Create(ctx, store.RunRecord{
+		RunID: runID, Agent: agent, Status: store.RunFailed, Worker: w.cfg.ID, Attempt: 1,
+		Error: info, StartedAt: now, FinishedAt: now,
+	})
+	if !errors.Is(err, store.ErrRunExists) {
+		return true, false
+	}
+	_, err = w.st.Runs().Modify(ctx, runID, func(r *store.RunRecord) error {
+		publish, queued = r.Status == store.RunFailed, false
+		if r.Status != store.RunQueued {
+			return errLeaveRecord
+		}
+		publish, queued = true, true
+		r.Status, r.Error, r.Worker, r.FinishedAt = store.RunFailed, info, w.cfg.ID, now
+		return nil
+	})
+	if err != nil && !errors.Is(err, errLeaveRecord) {
+		w.log.Warn("poison: run index update failed", "run_id", runID, "error", err)
+	}
+	return publish, queued
 }
 
 // lastEvent returns the last stored event of a run, or nil.
@@ -166,9 +209,15 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 		return
 	}
 
-	// Index: claim the run.
+	// Index: claim the run. A first delivery that finds the run running is
+	// another request of a submission in flight (a raw publish under a
+	// different Nats-Msg-Id, or racing the API's): it must not start a
+	// second execution, whose events would interleave with the first's.
 	var attempt int
 	rec, err := w.st.Runs().Modify(ctx, runID, func(r *store.RunRecord) error {
+		if d.firstClaim && r.Status == store.RunRunning {
+			return errInFlight
+		}
 		r.Attempt++
 		attempt = r.Attempt
 		r.Status, r.Worker, r.Error = store.RunRunning, w.cfg.ID, nil
@@ -186,6 +235,9 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 		})
 		if errors.Is(err, store.ErrRunExists) {
 			rec, err = w.st.Runs().Modify(ctx, runID, func(r *store.RunRecord) error {
+				if d.firstClaim && r.Status == store.RunRunning {
+					return errInFlight
+				}
 				r.Attempt++
 				attempt = r.Attempt
 				r.Status, r.Worker = store.RunRunning, w.cfg.ID
@@ -195,6 +247,11 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 			rec, attempt = e, 1
 		}
 	}
+	if errors.Is(err, errInFlight) {
+		log.Info("duplicate request of a run in flight; terminated without running it")
+		_ = d.msg.TermWithReason("duplicate: run " + runID + " is already running")
+		return
+	}
 	if err != nil {
 		log.Warn("run index update failed; releasing the run", "error", err)
 		_ = d.msg.NakWithDelay(time.Second)
@@ -202,6 +259,16 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 	}
 	_ = rec
 
+	if ack := d.msg.Reply(); ack != "" {
+		if err := w.st.Control().SetOwner(ctx, w.cfg.ID, runID, ack); err != nil {
+			log.Warn("recording run ownership failed; a crash of this worker will be noticed after the ack wait only", "error", err)
+		}
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = w.st.Control().ClearOwner(cctx, w.cfg.ID, runID)
+		}()
+	}
 	rp, err := w.pub.Open(ctx, runID, enc)
 	if err != nil {
 		log.Warn("event publisher open failed; releasing the run", "error", err)
@@ -238,6 +305,9 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 	res, runErr := h.Result()
 	w.settle(ctx, d, sink, rp, runID, ag, res, runErr)
 }
+
+// errInFlight stops the claim of a duplicate request.
+var errInFlight = errors.New("the run is in flight under another request")
 
 func cancelReason(r string) string {
 	if r == "" {

@@ -32,6 +32,11 @@ type Worker struct {
 	events jetstream.Stream
 	ctlSub *nats.Subscription
 
+	presenceSub *nats.Subscription
+	reaperCtx   context.Context
+	stopReaper  context.CancelFunc
+	reaperDone  chan struct{}
+
 	mu      sync.Mutex
 	started bool
 	stopped bool
@@ -114,6 +119,11 @@ func (w *Worker) Start(ctx context.Context) error {
 	if w.ctlSub, err = w.cfg.Conn.Subscribe(w.names.Prefix()+".control.*", w.onControl); err != nil {
 		return fmt.Errorf("worker: control subscription: %w", err)
 	}
+	w.reaperCtx, w.stopReaper = context.WithCancel(context.Background())
+	if err := w.startTakeover(w.reaperCtx); err != nil {
+		w.stopReaper()
+		return fmt.Errorf("worker: takeover watcher: %w", err)
+	}
 	w.claimCtx, w.stopClaim = context.WithCancel(context.Background())
 	w.runCtx, w.interrupt = context.WithCancelCause(context.Background())
 	w.claimDone = make(chan struct{})
@@ -157,6 +167,13 @@ func (w *Worker) Stop(ctx context.Context) error {
 		<-done
 	}
 	w.interrupt(ErrShutdown)
+	if w.presenceSub != nil {
+		_ = w.presenceSub.Unsubscribe()
+	}
+	w.stopReaper()
+	if w.reaperDone != nil {
+		<-w.reaperDone
+	}
 	w.log.Info("worker stopped")
 	return nil
 }
