@@ -2,7 +2,6 @@ package bus
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -39,20 +38,40 @@ type Embedded struct {
 	srv *server.Server
 }
 
+// WithDefaults returns c with every zero field set to its default.
+func (c EmbeddedConfig) WithDefaults() EmbeddedConfig {
+	if c.Host == "" {
+		c.Host = "127.0.0.1"
+	}
+	if c.ServerName == "" {
+		c.ServerName = "lovia-embedded"
+	}
+	if c.ReadyTimeout == 0 {
+		c.ReadyTimeout = 10 * time.Second
+	}
+	return c
+}
+
+func (c EmbeddedConfig) validate() error {
+	switch {
+	case c.StoreDir == "":
+		return configError("StoreDir", "is required")
+	case c.Port < -1 || c.Port > 65535:
+		return configError("Port", "%d is not -1, 0 or a port", c.Port)
+	case c.ReadyTimeout < 0:
+		return configError("ReadyTimeout", "must not be negative")
+	case c.ClusterName != "" && c.Port == -1:
+		return configError("Port", "a cluster node must listen: routes never start without a client listener (nats-server #5174)")
+	}
+	return nil
+}
+
 // StartEmbedded starts a NATS server with JetStream enabled and waits until
 // it accepts connections.
 func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
-	if cfg.StoreDir == "" {
-		return nil, errors.New("bus: embedded server: StoreDir is required")
-	}
-	if cfg.Host == "" {
-		cfg.Host = "127.0.0.1"
-	}
-	if cfg.ServerName == "" {
-		cfg.ServerName = "lovia-embedded"
-	}
-	if cfg.ReadyTimeout == 0 {
-		cfg.ReadyTimeout = 10 * time.Second
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	opts := &server.Options{
 		ServerName: cfg.ServerName,

@@ -1,0 +1,102 @@
+package bus
+
+import (
+	"errors"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Error types of error replies that are not the loop's error names.
+const (
+	TypeInvalidRequest = "InvalidRequest"
+	TypeUnknownAgent   = "UnknownAgent"
+	TypeNotFound       = "NotFound"
+	TypeInternal       = "InternalError"
+)
+
+// APIError is the body of an error reply, {"error": {type, message, hint}},
+// and the error a client gets back. It matches ErrInvalidRequest when its
+// type is InvalidRequest.
+type APIError struct {
+	Type    string `json:"type" msgpack:"type"`
+	Message string `json:"message" msgpack:"message"`
+	Hint    string `json:"hint,omitempty" msgpack:"hint,omitempty"`
+}
+
+func (e *APIError) Error() string {
+	if e.Hint == "" {
+		return e.Type + ": " + e.Message
+	}
+	return e.Type + ": " + e.Message + "\n  hint: " + e.Hint
+}
+
+// Is matches ErrInvalidRequest for InvalidRequest errors.
+func (e *APIError) Is(target error) bool {
+	return target == ErrInvalidRequest && e.Type == TypeInvalidRequest
+}
+
+// Code is the Nats-Service-Error-Code for the error's type: 400 for an
+// invalid request, 404 for an unknown agent or a missing run or session,
+// 500 otherwise.
+func (e *APIError) Code() int {
+	switch e.Type {
+	case TypeInvalidRequest:
+		return 400
+	case TypeUnknownAgent, TypeNotFound:
+		return 404
+	}
+	return 500
+}
+
+// ErrorReply is the envelope of an error body.
+type ErrorReply struct {
+	Error APIError `json:"error" msgpack:"error"`
+}
+
+// Validate requires a type.
+func (r *ErrorReply) Validate() error {
+	if r.Error.Type == "" {
+		return &FieldError{Field: "error.type", Reason: "is required"}
+	}
+	return nil
+}
+
+// ErrorFor converts err to the error body of a reply: a *FieldError or
+// anything matching ErrInvalidRequest becomes InvalidRequest, an
+// *APIError is kept, anything else is an internal error.
+func ErrorFor(err error) *APIError {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	if errors.Is(err, ErrInvalidRequest) || errors.Is(err, ErrMalformed) || errors.Is(err, ErrUnknownEncoding) {
+		return &APIError{Type: TypeInvalidRequest, Message: err.Error()}
+	}
+	return &APIError{Type: TypeInternal, Message: err.Error()}
+}
+
+// ErrorHeaders returns the micro error headers for e.
+func ErrorHeaders(e *APIError, enc Encoding) nats.Header {
+	return nats.Header{
+		HeaderServiceError:     []string{e.Message},
+		HeaderServiceErrorCode: []string{strconv.Itoa(e.Code())},
+		HeaderContentType:      []string{enc.ContentType()},
+	}
+}
+
+// DecodeReply decodes a reply into v. An error reply (one with the micro
+// error headers) is returned as an *APIError, from its {"error": …} body
+// when it has one; a reply that does not decode matches ErrMalformed. A
+// status reply's own "error" field is not an error reply.
+func DecodeReply(h nats.Header, body []byte, v Control) error {
+	if code := headerValue(h, HeaderServiceErrorCode); code != "" || headerValue(h, HeaderServiceError) != "" {
+		var er ErrorReply
+		if _, err := Decode(h, body, &er); err == nil && er.Error.Type != "" {
+			return &er.Error
+		}
+		return &APIError{Type: TypeInternal, Message: headerValue(h, HeaderServiceError) + " (code " + code + ")"}
+	}
+	_, err := DecodeControl(h, body, v)
+	return err
+}

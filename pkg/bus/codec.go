@@ -1,0 +1,163 @@
+package bus
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"mime"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Encoding is a body encoding of PROTOCOL.md. Both use the same snake_case
+// field names.
+type Encoding string
+
+// Encodings.
+const (
+	// JSON is used at the edges: a request that arrives as JSON gets its
+	// replies and events as JSON.
+	JSON Encoding = "json"
+	// Msgpack is used inside the fleet.
+	Msgpack Encoding = "msgpack"
+)
+
+// Content types of the Content-Type header.
+const (
+	ContentTypeJSON    = "application/json"
+	ContentTypeMsgpack = "application/msgpack"
+)
+
+// ContentType is the Content-Type header value of e.
+func (e Encoding) ContentType() string {
+	if e == Msgpack {
+		return ContentTypeMsgpack
+	}
+	return ContentTypeJSON
+}
+
+// Valid reports whether e names an encoding.
+func (e Encoding) Valid() bool { return e == JSON || e == Msgpack }
+
+// EncodingOf returns a body's encoding (PROTOCOL.md, "Encodings"): the one
+// its Content-Type names; without the header, JSON when the body starts
+// with '{' (after white space) and msgpack when it starts with a msgpack
+// map (a list body, such as stored entries, may also start with '[' or a
+// msgpack array). Anything else matches ErrUnknownEncoding.
+func EncodingOf(h nats.Header, body []byte) (Encoding, error) {
+	if ct := headerValue(h, HeaderContentType); ct != "" {
+		return encodingOfContentType(ct)
+	}
+	return sniff(body)
+}
+
+func encodingOfContentType(ct string) (Encoding, error) {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		mt = strings.ToLower(strings.TrimSpace(ct))
+	}
+	switch mt {
+	case ContentTypeJSON:
+		return JSON, nil
+	case ContentTypeMsgpack, "application/x-msgpack", "application/vnd.msgpack":
+		return Msgpack, nil
+	}
+	return "", fmt.Errorf("%w: Content-Type %q (want %s or %s)", ErrUnknownEncoding, ct, ContentTypeJSON, ContentTypeMsgpack)
+}
+
+func sniff(body []byte) (Encoding, error) {
+	t := bytes.TrimLeft(body, " \t\r\n")
+	if len(t) > 0 && (t[0] == '{' || t[0] == '[') {
+		return JSON, nil
+	}
+	if len(body) > 0 && (isMsgpackMap(body[0]) || isMsgpackArray(body[0])) {
+		return Msgpack, nil
+	}
+	if len(body) == 0 {
+		return "", fmt.Errorf("%w: empty body without Content-Type", ErrUnknownEncoding)
+	}
+	return "", fmt.Errorf("%w: no Content-Type and the body is neither a JSON object nor a msgpack map", ErrUnknownEncoding)
+}
+
+// Marshal encodes v. JSON output does not escape HTML and has no trailing
+// newline; msgpack output uses compact integers and sorted map keys, so
+// equal values encode to equal bytes.
+func Marshal(enc Encoding, v any) ([]byte, error) {
+	switch enc {
+	case JSON:
+		var buf bytes.Buffer
+		e := json.NewEncoder(&buf)
+		e.SetEscapeHTML(false)
+		if err := e.Encode(v); err != nil {
+			return nil, err
+		}
+		return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	case Msgpack:
+		var buf bytes.Buffer
+		e := msgpack.GetEncoder()
+		defer msgpack.PutEncoder(e)
+		e.Reset(&buf)
+		e.SetCustomStructTag("json")
+		e.UseCompactInts(true)
+		e.SetSortMapKeys(true)
+		if err := e.Encode(v); err != nil {
+			return nil, err
+		}
+		return buf.Bytes(), nil
+	}
+	return nil, fmt.Errorf("%w: %q", ErrUnknownEncoding, enc)
+}
+
+// Unmarshal decodes data into v. The body must be exactly one JSON object
+// or array, or one msgpack map or array; msgpack is
+// checked before decoding (lengths within the body, nesting at most
+// maxDepth, no extension types), so arbitrary bytes cannot make it
+// allocate without bound. Unmarshal never panics; its errors match
+// ErrMalformed.
+func Unmarshal(enc Encoding, data []byte, v any) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: decoder panic: %v", ErrMalformed, r)
+		}
+	}()
+	switch enc {
+	case JSON:
+		t := bytes.TrimLeft(data, " \t\r\n")
+		if len(t) == 0 || (t[0] != '{' && t[0] != '[') {
+			return fmt.Errorf("%w: not a JSON object or array", ErrMalformed)
+		}
+		if err := json.Unmarshal(data, v); err != nil {
+			return fmt.Errorf("%w: %w", ErrMalformed, err)
+		}
+		return nil
+	case Msgpack:
+		if len(data) == 0 || (!isMsgpackMap(data[0]) && !isMsgpackArray(data[0])) {
+			return fmt.Errorf("%w: not a msgpack map or array", ErrMalformed)
+		}
+		if err := checkMsgpack(data); err != nil {
+			return fmt.Errorf("%w: %w", ErrMalformed, err)
+		}
+		d := msgpack.GetDecoder()
+		defer msgpack.PutDecoder(d)
+		d.Reset(bytes.NewReader(data))
+		d.SetCustomStructTag("json")
+		d.UseLooseInterfaceDecoding(true)
+		if err := d.Decode(v); err != nil {
+			return fmt.Errorf("%w: %w", ErrMalformed, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: %q", ErrUnknownEncoding, enc)
+}
+
+// Decode detects a body's encoding (see EncodingOf) and decodes it into v.
+// It returns the encoding, which replies and events should use.
+func Decode(h nats.Header, body []byte, v any) (Encoding, error) {
+	enc, err := EncodingOf(h, body)
+	if err != nil {
+		return "", err
+	}
+	return enc, Unmarshal(enc, body, v)
+}

@@ -1,0 +1,253 @@
+package bus
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/lovia-fleet/lovia/pkg/loop"
+)
+
+// Bodies of the request/reply subjects of PROTOCOL.md ("Subjects"). Each
+// request type has a Validate method; decode any of them with
+// DecodeControl, which detects the encoding, decodes and validates.
+
+// RunState is a run's status in status and submit replies.
+type RunState string
+
+// Run states.
+const (
+	StateQueued    RunState = "queued"
+	StateRunning   RunState = "running"
+	StateCompleted RunState = "completed"
+	StateFailed    RunState = "failed"
+)
+
+// SubmitReply answers <p>.api.submit.
+type SubmitReply struct {
+	RunID         string   `json:"run_id" msgpack:"run_id"`
+	EventsSubject string   `json:"events_subject" msgpack:"events_subject"`
+	Agent         string   `json:"agent" msgpack:"agent"`
+	Status        RunState `json:"status" msgpack:"status"`
+	// Replayed is true when the run had completed: nothing new runs and
+	// Result is the stored result.
+	Replayed bool          `json:"replayed,omitempty" msgpack:"replayed,omitempty"`
+	Result   *StoredResult `json:"result,omitempty" msgpack:"result,omitempty"`
+}
+
+// Validate checks identifiers and the status.
+func (r *SubmitReply) Validate() error {
+	if err := ValidateID("run_id", r.RunID); err != nil {
+		return err
+	}
+	return validState(r.Status)
+}
+
+// StoredResult is a completed run's result, as its run_completed event
+// carried it.
+type StoredResult struct {
+	Output       any        `json:"output" msgpack:"output"`
+	Usage        loop.Usage `json:"usage" msgpack:"usage"`
+	Turns        int        `json:"turns" msgpack:"turns"`
+	FinishReason *string    `json:"finish_reason" msgpack:"finish_reason"`
+	FinalAgent   string     `json:"final_agent" msgpack:"final_agent"`
+}
+
+// ResultOf returns the stored form of a run_completed event.
+func ResultOf(ev *loop.RunCompleted) *StoredResult {
+	return &StoredResult{Output: ev.Output, Usage: ev.Usage, Turns: ev.Turns, FinishReason: ev.FinishReason, FinalAgent: ev.FinalAgent}
+}
+
+// StatusReply answers <p>.api.run.<run_id>.status.
+type StatusReply struct {
+	RunID     string          `json:"run_id" msgpack:"run_id"`
+	Agent     string          `json:"agent" msgpack:"agent"`
+	SessionID string          `json:"session_id" msgpack:"session_id"`
+	Status    RunState        `json:"status" msgpack:"status"`
+	Worker    string          `json:"worker" msgpack:"worker"`
+	Attempt   int             `json:"attempt" msgpack:"attempt"`
+	Turns     int             `json:"turns" msgpack:"turns"`
+	Result    *StoredResult   `json:"result,omitempty" msgpack:"result,omitempty"`
+	Error     *loop.ErrorInfo `json:"error,omitempty" msgpack:"error,omitempty"`
+	Replayed  bool            `json:"replayed,omitempty" msgpack:"replayed,omitempty"`
+}
+
+// Validate checks identifiers and the status.
+func (r *StatusReply) Validate() error {
+	if err := ValidateID("run_id", r.RunID); err != nil {
+		return err
+	}
+	if r.Attempt < 0 || r.Turns < 0 {
+		return &FieldError{Field: "attempt", Reason: "attempt and turns must not be negative"}
+	}
+	return validState(r.Status)
+}
+
+func validState(s RunState) error {
+	switch s {
+	case StateQueued, StateRunning, StateCompleted, StateFailed:
+		return nil
+	}
+	return &FieldError{Field: "status", Reason: fmt.Sprintf("%s is not queued, running, completed or failed", quote(string(s)))}
+}
+
+// ApproveRequest is the body of <p>.api.run.<run_id>.approve.
+type ApproveRequest struct {
+	CallID   string        `json:"call_id" msgpack:"call_id"`
+	Decision loop.Decision `json:"decision" msgpack:"decision"`
+	Reason   string        `json:"reason,omitempty" msgpack:"reason,omitempty"`
+}
+
+// Validate requires a call id and a known decision.
+func (r *ApproveRequest) Validate() error {
+	if r.CallID == "" {
+		return &FieldError{Field: "call_id", Reason: "is required"}
+	}
+	if r.Decision != loop.Approve && r.Decision != loop.Reject {
+		return &FieldError{Field: "decision", Reason: fmt.Sprintf("%s is not approve or reject", quote(string(r.Decision)))}
+	}
+	return nil
+}
+
+// CancelRequest is the body of <p>.api.run.<run_id>.cancel.
+type CancelRequest struct {
+	Reason string `json:"reason,omitempty" msgpack:"reason,omitempty"`
+}
+
+// Validate accepts any reason.
+func (r *CancelRequest) Validate() error { return nil }
+
+// InjectRequest is the body of <p>.api.run.<run_id>.inject: a steering
+// message for the run's next turn.
+type InjectRequest struct {
+	Content string `json:"content" msgpack:"content"`
+}
+
+// Validate requires content.
+func (r *InjectRequest) Validate() error {
+	if r.Content == "" {
+		return &FieldError{Field: "content", Reason: "is required"}
+	}
+	return nil
+}
+
+// InjectReply answers an inject with the token that withdraws it.
+type InjectReply struct {
+	Token string `json:"token" msgpack:"token"`
+}
+
+// Validate requires a token.
+func (r *InjectReply) Validate() error { return requireToken(r.Token) }
+
+// UninjectRequest is the body of <p>.api.run.<run_id>.uninject.
+type UninjectRequest struct {
+	Token string `json:"token" msgpack:"token"`
+}
+
+// Validate requires a token.
+func (r *UninjectRequest) Validate() error { return requireToken(r.Token) }
+
+func requireToken(t string) error {
+	if t == "" {
+		return &FieldError{Field: "token", Reason: "is required"}
+	}
+	return nil
+}
+
+// UninjectReply answers an uninject.
+type UninjectReply struct {
+	Removed bool `json:"removed" msgpack:"removed"`
+}
+
+// Validate accepts any reply.
+func (r *UninjectReply) Validate() error { return nil }
+
+// SessionReply answers <p>.api.session.<session_id>.get.
+type SessionReply struct {
+	SessionID string         `json:"session_id" msgpack:"session_id"`
+	Segments  []loop.Segment `json:"segments" msgpack:"segments"`
+}
+
+// Validate checks the session id and every entry.
+func (r *SessionReply) Validate() error {
+	if err := ValidateID("session_id", r.SessionID); err != nil {
+		return err
+	}
+	for i := range r.Segments {
+		for j := range r.Segments[i].Entries {
+			if err := r.Segments[i].Entries[j].Validate(); err != nil {
+				return &FieldError{Field: fmt.Sprintf("segments[%d].entries[%d]", i, j), Reason: err.Error()}
+			}
+		}
+	}
+	return nil
+}
+
+// RewindRequest is the body of <p>.api.session.<session_id>.rewind.
+type RewindRequest struct {
+	KeepEntries int `json:"keep_entries" msgpack:"keep_entries"`
+}
+
+// Validate rejects a negative count.
+func (r *RewindRequest) Validate() error {
+	if r.KeepEntries < 0 {
+		return &FieldError{Field: "keep_entries", Reason: "must not be negative"}
+	}
+	return nil
+}
+
+// RewindReply answers a rewind with the number of entries removed.
+type RewindReply struct {
+	Removed int `json:"removed" msgpack:"removed"`
+}
+
+// Validate rejects a negative count.
+func (r *RewindReply) Validate() error {
+	if r.Removed < 0 {
+		return &FieldError{Field: "removed", Reason: "must not be negative"}
+	}
+	return nil
+}
+
+// AgentsReply answers <p>.api.agents.
+type AgentsReply struct {
+	Agents []AgentInfo `json:"agents" msgpack:"agents"`
+}
+
+// AgentInfo describes one agent.
+type AgentInfo struct {
+	Name     string   `json:"name" msgpack:"name"`
+	Model    string   `json:"model" msgpack:"model"`
+	Tools    []string `json:"tools" msgpack:"tools"`
+	Handoffs []string `json:"handoffs" msgpack:"handoffs"`
+}
+
+// Validate checks every agent name.
+func (r *AgentsReply) Validate() error {
+	for i, a := range r.Agents {
+		if err := ValidateID(fmt.Sprintf("agents[%d].name", i), a.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Control is any request or reply body of this file.
+type Control interface {
+	Validate() error
+}
+
+// DecodeControl detects the body's encoding, decodes it into v and
+// validates it; it returns the encoding, which the reply should use.
+// Errors match ErrUnknownEncoding, ErrMalformed or ErrInvalidRequest.
+func DecodeControl(h nats.Header, body []byte, v Control) (Encoding, error) {
+	enc, err := Decode(h, body, v)
+	if err != nil {
+		return enc, &DecodeError{What: strings.TrimPrefix(fmt.Sprintf("%T", v), "*bus."), Encoding: enc, Err: err}
+	}
+	if err := v.Validate(); err != nil {
+		return enc, err
+	}
+	return enc, nil
+}

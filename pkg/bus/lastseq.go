@@ -1,0 +1,105 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// LastSeq returns the seq of the last event stored for a run, or 0 when it
+// has none: the larger of the Lovia-Seq and Lovia-High-Seq headers of the
+// last message on the run's subject. It reads that message from
+// the stream leader ($JS.API.STREAM.MSG.GET), not by direct get: a direct
+// get may be answered by a lagging replica, and a stale seq would make a
+// resuming worker's first events collide with stored ones. Errors match
+// ErrStreamMissing when the events stream does not exist.
+func (p *Publisher) LastSeq(ctx context.Context, runID string) (uint64, error) {
+	subject, err := p.names.Events(runID)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := withDefaultTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
+	stream := p.names.EventsStream()
+	req, _ := json.Marshal(struct {
+		LastBySubject string `json:"last_by_subj"`
+	}{subject})
+	reply, err := p.js.Conn().RequestWithContext(ctx, apiPrefix(p.js)+"STREAM.MSG.GET."+stream, req)
+	if err != nil {
+		if errors.Is(err, nats.ErrNoResponders) {
+			err = fmt.Errorf("%w (is JetStream enabled?)", err)
+		}
+		return 0, fmt.Errorf("bus: last seq of run %s: %w", runID, err)
+	}
+	var resp struct {
+		Error *struct {
+			Code        int    `json:"code"`
+			ErrCode     uint16 `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+		Message *struct {
+			Header []byte `json:"hdrs"`
+			Data   []byte `json:"data"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(reply.Data, &resp); err != nil {
+		return 0, fmt.Errorf("bus: last seq of run %s: bad API response: %w", runID, err)
+	}
+	if e := resp.Error; e != nil {
+		switch jetstream.ErrorCode(e.ErrCode) {
+		case jetstream.JSErrCodeMessageNotFound:
+			return 0, nil
+		case jetstream.JSErrCodeStreamNotFound:
+			return 0, fmt.Errorf("bus: last seq of run %s: %w: %s", runID, ErrStreamMissing, stream)
+		}
+		return 0, fmt.Errorf("bus: last seq of run %s: %s (code %d, err_code %d)", runID, e.Description, e.Code, e.ErrCode)
+	}
+	if resp.Message == nil {
+		return 0, fmt.Errorf("bus: last seq of run %s: API response without a message", runID)
+	}
+	var hdr nats.Header
+	if len(resp.Message.Header) > 0 {
+		if hdr, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
+			return 0, fmt.Errorf("bus: last seq of run %s: bad headers: %w", runID, err)
+		}
+	}
+	seq := headerUint(hdr, HeaderSeq)
+	if seq == 0 {
+		env, err := DecodeEnvelope(hdr, resp.Message.Data)
+		if err != nil {
+			return 0, fmt.Errorf("bus: last seq of run %s: %w", runID, err)
+		}
+		seq = env.Seq
+	}
+	return max(seq, headerUint(hdr, HeaderHighSeq)), nil
+}
+
+// headerUint parses a decimal header, 0 when absent or malformed.
+func headerUint(h nats.Header, key string) uint64 {
+	n, err := strconv.ParseUint(headerValue(h, key), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// apiPrefix is the JetStream API prefix js sends requests with.
+func apiPrefix(js jetstream.JetStream) string {
+	o := js.Options()
+	switch {
+	case o.APIPrefix != "":
+		if !strings.HasSuffix(o.APIPrefix, ".") {
+			return o.APIPrefix + "."
+		}
+		return o.APIPrefix
+	case o.Domain != "":
+		return "$JS." + o.Domain + ".API."
+	}
+	return jetstream.DefaultAPIPrefix
+}

@@ -1,0 +1,416 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lovia-fleet/lovia/pkg/loop"
+)
+
+// PublisherConfig configures a Publisher. Zero fields take the documented
+// defaults (see WithDefaults).
+type PublisherConfig struct {
+	// Prefix names the subjects and the events stream. Default "lovia".
+	Prefix string
+	// MaxPending bounds the events of one run published but not yet
+	// acknowledged; Publish waits for the oldest ack past it. Default 256.
+	MaxPending int
+	// AckTimeout is how long an ack may take before the event counts as
+	// failed and is published again (deduplication makes that safe).
+	// Default 5s.
+	AckTimeout time.Duration
+	// RetryAttempts is how many more times a failed event is published,
+	// synchronously and in seq order, before the run publisher gives up
+	// with ErrPublish. Default 3.
+	RetryAttempts int
+	// RetryWait is the pause between those attempts. Default 250ms.
+	RetryWait time.Duration
+	// Timeout bounds calls whose context has no deadline (LastSeq, Flush,
+	// a Publish that waits for room). Default 10s.
+	Timeout time.Duration
+	// Clock stamps envelopes. Default time.Now.
+	Clock func() time.Time
+	// Logger reports retries and duplicates. Default: discards.
+	Logger *slog.Logger
+}
+
+// Defaults of PublisherConfig.
+const (
+	DefaultMaxPending    = 256
+	DefaultAckTimeout    = 5 * time.Second
+	DefaultRetryAttempts = 3
+	DefaultRetryWait     = 250 * time.Millisecond
+	DefaultCallTimeout   = 10 * time.Second
+)
+
+// WithDefaults returns c with every zero field set to its default.
+func (c PublisherConfig) WithDefaults() PublisherConfig {
+	if c.Prefix == "" {
+		c.Prefix = DefaultPrefix
+	}
+	c.MaxPending = orInt(c.MaxPending, DefaultMaxPending)
+	c.AckTimeout = orDuration(c.AckTimeout, DefaultAckTimeout)
+	c.RetryAttempts = orInt(c.RetryAttempts, DefaultRetryAttempts)
+	c.RetryWait = orDuration(c.RetryWait, DefaultRetryWait)
+	c.Timeout = orDuration(c.Timeout, DefaultCallTimeout)
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func (c PublisherConfig) validate() error {
+	switch {
+	case ValidateID("prefix", c.Prefix) != nil:
+		return configError("Prefix", "%v", ValidateID("prefix", c.Prefix))
+	case c.MaxPending < 1:
+		return configError("MaxPending", "must be positive")
+	case c.AckTimeout < 0:
+		return configError("AckTimeout", "must not be negative")
+	case c.RetryAttempts < 0:
+		return configError("RetryAttempts", "must not be negative")
+	case c.RetryWait < 0:
+		return configError("RetryWait", "must not be negative")
+	case c.Timeout < 0:
+		return configError("Timeout", "must not be negative")
+	}
+	return nil
+}
+
+// Publisher publishes run events to the events stream. It is safe for
+// concurrent use; one serves every run of a process. It holds no goroutines
+// and needs no closing.
+type Publisher struct {
+	js    jetstream.JetStream
+	cfg   PublisherConfig
+	names Names
+}
+
+// NewPublisher returns a publisher over js.
+func NewPublisher(js jetstream.JetStream, cfg PublisherConfig) (*Publisher, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	names, _ := NewNames(cfg.Prefix)
+	return &Publisher{js: js, cfg: cfg, names: names}, nil
+}
+
+// Open returns a publisher for one run that continues after the last event
+// stored for it (seq 1 for a new run), so a worker that resumes a run goes
+// on without gaps or duplicate seqs. The read goes to the stream leader
+// (see LastSeq). Events are encoded in enc.
+func (p *Publisher) Open(ctx context.Context, runID string, enc Encoding) (*RunPublisher, error) {
+	if err := ValidateID("run_id", runID); err != nil {
+		return nil, err
+	}
+	last, err := p.LastSeq(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	return p.Resume(runID, enc, last)
+}
+
+// Resume returns a publisher for one run whose next event is lastSeq+1,
+// without asking the server. Use Open unless lastSeq is known to be the
+// stream's: a stale lastSeq makes new events collide with stored ones and
+// be dropped as duplicates.
+func (p *Publisher) Resume(runID string, enc Encoding, lastSeq uint64) (*RunPublisher, error) {
+	subject, err := p.names.Events(runID)
+	if err != nil {
+		return nil, err
+	}
+	if !enc.Valid() {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownEncoding, enc)
+	}
+	return &RunPublisher{p: p, runID: runID, subject: subject, enc: enc, next: lastSeq + 1, acked: lastSeq}, nil
+}
+
+// RunPublisher publishes the events of one run: it numbers them, builds
+// their envelopes and headers, and publishes them asynchronously with at
+// most MaxPending awaiting an ack. Flush waits for every ack; call it at
+// checkpoints and after the terminal event.
+//
+// A failed publish is retried in seq order (Nats-Msg-Id makes a retry of a
+// stored event a no-op). When retries run out the publisher is broken:
+// every later call returns the *PublishError (ErrPublish), and the owner
+// should stop the run as after a crash; a new owner continues with Open.
+// Methods are safe for concurrent use but serialize.
+type RunPublisher struct {
+	p       *Publisher
+	runID   string
+	subject string
+	enc     Encoding
+
+	mu      sync.Mutex
+	next    uint64
+	acked   uint64
+	pending []*pendingEvent
+	dups    int
+	err     error
+	closed  bool
+}
+
+type pendingEvent struct {
+	seq  uint64
+	msg  *nats.Msg
+	fut  jetstream.PubAckFuture // nil when the async publish failed at once
+	sent time.Time
+}
+
+// RunID is the run's id.
+func (r *RunPublisher) RunID() string { return r.runID }
+
+// Encoding is the events' encoding.
+func (r *RunPublisher) Encoding() Encoding { return r.enc }
+
+// NextSeq is the seq the next Publish will use.
+func (r *RunPublisher) NextSeq() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.next
+}
+
+// Acked is the highest seq known stored with every seq before it.
+func (r *RunPublisher) Acked() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.acked
+}
+
+// Pending is the number of events awaiting an ack.
+func (r *RunPublisher) Pending() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.pending)
+}
+
+// Duplicates counts first publishes the stream reported as duplicates: a
+// seq that was already stored, by an earlier owner of the run for
+// instance. Retries are not counted.
+func (r *RunPublisher) Duplicates() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.dups
+}
+
+// Publish numbers ev with the next seq, publishes it asynchronously and
+// returns the seq. It blocks only while MaxPending events await acks, or
+// while the connection is down and earlier events await theirs. An
+// event larger than the server's max payload is refused before anything
+// is sent (the seq is not used, the publisher stays usable); so is a
+// context that ends while waiting for room.
+func (r *RunPublisher) Publish(ctx context.Context, ev loop.Event) (uint64, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.usable(); err != nil {
+		return 0, err
+	}
+	env, err := NewEnvelope(r.enc, r.runID, r.next, r.p.cfg.Clock(), ev)
+	if err != nil {
+		return 0, err
+	}
+	body, err := env.Marshal()
+	if err != nil {
+		return 0, fmt.Errorf("bus: encode %s event: %w", ev.Type(), err)
+	}
+	if limit := r.p.js.Conn().MaxPayload(); limit > 0 && int64(len(body)) > limit {
+		return 0, fmt.Errorf("bus: publish %s event %s: %d bytes exceed the server's max payload of %d: %w",
+			ev.Type(), env.MsgID(), len(body), limit, nats.ErrMaxPayload)
+	}
+	wctx, cancel := withDefaultTimeout(ctx, r.p.cfg.Timeout)
+	defer cancel()
+	// Send nothing past a known failure, or into a reconnect buffer while
+	// earlier events may be lost: either would store this event before
+	// them. Settle first.
+	if err := r.reap(wctx); err != nil {
+		return 0, err
+	}
+	for len(r.pending) > 0 && (len(r.pending) >= r.p.cfg.MaxPending || !r.p.js.Conn().IsConnected()) {
+		if err := r.settleOldest(wctx); err != nil {
+			return 0, err
+		}
+	}
+	msg := &nats.Msg{Subject: r.subject, Data: body, Header: env.Headers()}
+	pe := &pendingEvent{seq: env.Seq, msg: msg, sent: time.Now()}
+	// No library retries: they resend out of order. Failures come back
+	// here and are retried in seq order by repair.
+	fut, err := r.p.js.PublishMsgAsync(copyMsg(msg), jetstream.WithRetryAttempts(0), jetstream.WithStallWait(r.p.cfg.AckTimeout))
+	if err == nil {
+		pe.fut = fut
+	} else {
+		r.p.cfg.Logger.Warn("bus: async publish failed, will retry", "run_id", r.runID, "seq", env.Seq, "err", err)
+	}
+	r.pending = append(r.pending, pe)
+	r.next++
+	return env.Seq, nil
+}
+
+// Flush waits until every published event is stored. It returns the
+// *PublishError of an event that could not be stored, or the context's
+// error (wrapped, naming the seq it waited for) if ctx ends first, in which
+// case Flush may be called again. Without a deadline on ctx it waits at
+// most Timeout.
+func (r *RunPublisher) Flush(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		return r.err
+	}
+	ctx, cancel := withDefaultTimeout(ctx, r.p.cfg.Timeout)
+	defer cancel()
+	for len(r.pending) > 0 {
+		if err := r.settleOldest(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close flushes and closes the publisher; later calls return
+// ErrPublisherClosed. Closing twice is a no-op.
+func (r *RunPublisher) Close(ctx context.Context) error {
+	if err := r.Flush(ctx); err != nil && !errors.Is(err, ErrPublisherClosed) {
+		return err
+	}
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *RunPublisher) usable() error {
+	if r.err != nil {
+		return r.err
+	}
+	if r.closed {
+		return ErrPublisherClosed
+	}
+	return nil
+}
+
+// reap drops the events already acknowledged from the front of pending,
+// without waiting, and repairs at once if the oldest one failed. Lock held.
+func (r *RunPublisher) reap(ctx context.Context) error {
+	for len(r.pending) > 0 {
+		pe := r.pending[0]
+		if pe.fut == nil {
+			return r.repair(ctx)
+		}
+		select {
+		case ack := <-pe.fut.Ok():
+			r.acknowledged(pe, ack)
+		case <-pe.fut.Err():
+			return r.repair(ctx)
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+func (r *RunPublisher) acknowledged(pe *pendingEvent, ack *jetstream.PubAck) {
+	if ack.Duplicate {
+		r.dups++
+		r.p.cfg.Logger.Warn("bus: event seq was already stored", "run_id", r.runID, "seq", pe.seq)
+	}
+	r.pending = r.pending[1:]
+	r.acked = pe.seq
+}
+
+// settleOldest waits for the oldest pending event's outcome. A failure
+// (error, or no ack within AckTimeout) starts repair. Lock held.
+func (r *RunPublisher) settleOldest(ctx context.Context) error {
+	pe := r.pending[0]
+	if pe.fut == nil {
+		return r.repair(ctx)
+	}
+	timer := time.NewTimer(time.Until(pe.sent.Add(r.p.cfg.AckTimeout)))
+	defer timer.Stop()
+	select {
+	case ack := <-pe.fut.Ok():
+		r.acknowledged(pe, ack)
+		return nil
+	case err := <-pe.fut.Err():
+		r.p.cfg.Logger.Warn("bus: event publish failed, retrying in order", "run_id", r.runID, "seq", pe.seq, "err", err)
+		return r.repair(ctx)
+	case <-timer.C:
+		r.p.cfg.Logger.Warn("bus: event ack timed out, retrying in order", "run_id", r.runID, "seq", pe.seq)
+		return r.repair(ctx)
+	case <-ctx.Done():
+		return fmt.Errorf("bus: waiting for the ack of event %s.%d: %w", r.runID, pe.seq, context.Cause(ctx))
+	}
+}
+
+// repair publishes every pending event again, synchronously and in seq
+// order, after the oldest one failed. Events that were stored after all
+// come back as duplicates and are harmless. An event that was lost while
+// later ones were stored (a connection that dropped mid-pipeline) is stored
+// after them: Tail restores seq order, and the Lovia-High-Seq header keeps
+// LastSeq right. Lock held.
+func (r *RunPublisher) repair(ctx context.Context) error {
+	high := strconv.FormatUint(r.next-1, 10)
+	for len(r.pending) > 0 {
+		pe := r.pending[0]
+		if pe.seq < r.next-1 {
+			// It may land after higher seqs: record the high-water mark.
+			pe.msg.Header[HeaderHighSeq] = []string{high}
+		}
+		if err := r.publishSync(ctx, pe); err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("bus: republishing event %s.%d: %w", r.runID, pe.seq, context.Cause(ctx))
+			}
+			r.err = &PublishError{RunID: r.runID, Seq: pe.seq, Err: err}
+			r.pending = nil
+			return r.err
+		}
+		r.pending = r.pending[1:]
+		r.acked = pe.seq
+	}
+	return nil
+}
+
+func (r *RunPublisher) publishSync(ctx context.Context, pe *pendingEvent) error {
+	var err error
+	for attempt := 0; attempt <= r.p.cfg.RetryAttempts; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-time.After(r.p.cfg.RetryWait):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		actx, cancel := context.WithTimeout(ctx, r.p.cfg.AckTimeout)
+		_, err = r.p.js.PublishMsg(actx, copyMsg(pe.msg), jetstream.WithRetryAttempts(0))
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r.p.cfg.Logger.Warn("bus: event republish failed", "run_id", r.runID, "seq", pe.seq, "attempt", attempt+1, "err", err)
+	}
+	return err
+}
+
+// copyMsg returns a fresh message with the same subject, headers and data,
+// so the library never sees one message twice.
+func copyMsg(m *nats.Msg) *nats.Msg {
+	h := make(nats.Header, len(m.Header))
+	for k, v := range m.Header {
+		h[k] = append([]string(nil), v...)
+	}
+	return &nats.Msg{Subject: m.Subject, Header: h, Data: m.Data}
+}

@@ -1,0 +1,262 @@
+package bus
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
+
+	"github.com/lovia-fleet/lovia/pkg/loop"
+)
+
+// DefaultMaxTurns is max_turns when a request does not set it.
+const DefaultMaxTurns = 50
+
+// IfRunExists is the policy when a submitted run id already has a
+// checkpoint (PROTOCOL.md, "Run request").
+type IfRunExists string
+
+// Policies. The empty value means IfExistsResume.
+const (
+	IfExistsResume     IfRunExists = "resume"
+	IfExistsRestart    IfRunExists = "restart"
+	IfExistsFail       IfRunExists = "fail"
+	IfExistsResumeOnly IfRunExists = "resume_only"
+)
+
+// RunRequest is a run submission: the body of <p>.submit.<agent> and of
+// <p>.api.submit. Zero fields are omitted on the wire and mean the
+// protocol's default.
+type RunRequest struct {
+	// RunID is the run's idempotency key; generated when empty.
+	RunID string `json:"run_id,omitempty" msgpack:"run_id,omitempty"`
+	// Agent is the agent to run; on a raw publish the subject's token wins.
+	Agent string `json:"agent,omitempty" msgpack:"agent,omitempty"`
+	// Input is the run's input: a string or a list of {role, content}.
+	Input Input `json:"input,omitzero" msgpack:"input,omitempty"`
+	// SessionID names the conversation to load and append to.
+	SessionID string `json:"session_id,omitempty" msgpack:"session_id,omitempty"`
+	// MaxTurns caps model turns; 0 means DefaultMaxTurns.
+	MaxTurns int `json:"max_turns,omitempty" msgpack:"max_turns,omitempty"`
+	// Budget caps tokens, tool calls and wall time.
+	Budget *Budget `json:"budget,omitempty" msgpack:"budget,omitempty"`
+	// OutputSchema is a JSON Schema for structured output.
+	OutputSchema RawJSON `json:"output_schema,omitzero" msgpack:"output_schema,omitempty"`
+	// ExtraInstructions is appended to every active agent's system prompt.
+	ExtraInstructions string `json:"extra_instructions,omitempty" msgpack:"extra_instructions,omitempty"`
+	// IfRunExists is the policy for a run id that has a checkpoint.
+	IfRunExists IfRunExists `json:"if_run_exists,omitempty" msgpack:"if_run_exists,omitempty"`
+	// Encoding is the encoding of the run's events; empty means the
+	// encoding the request arrived in.
+	Encoding Encoding `json:"encoding,omitempty" msgpack:"encoding,omitempty"`
+	// Metadata is carried to the run context and the status record.
+	Metadata map[string]any `json:"metadata,omitempty" msgpack:"metadata,omitempty"`
+}
+
+// Budget caps a run; zero fields are unlimited.
+type Budget struct {
+	MaxInputTokens  int64   `json:"max_input_tokens,omitempty" msgpack:"max_input_tokens,omitempty"`
+	MaxOutputTokens int64   `json:"max_output_tokens,omitempty" msgpack:"max_output_tokens,omitempty"`
+	MaxTotalTokens  int64   `json:"max_total_tokens,omitempty" msgpack:"max_total_tokens,omitempty"`
+	MaxToolCalls    int64   `json:"max_tool_calls,omitempty" msgpack:"max_tool_calls,omitempty"`
+	MaxSeconds      float64 `json:"max_seconds,omitempty" msgpack:"max_seconds,omitempty"`
+}
+
+// Input is a run's input: either Text (a string on the wire) or Messages
+// (a list of {role, content}). The zero value is absent.
+type Input struct {
+	Text     string
+	Messages []InputMessage
+}
+
+// InputMessage is one item of a list input.
+type InputMessage struct {
+	Role    string `json:"role" msgpack:"role"`
+	Content string `json:"content" msgpack:"content"`
+}
+
+// TextInput returns a string input.
+func TextInput(s string) Input { return Input{Text: s} }
+
+// MessagesInput returns a list input.
+func MessagesInput(msgs ...InputMessage) Input {
+	if msgs == nil {
+		msgs = []InputMessage{}
+	}
+	return Input{Messages: msgs}
+}
+
+// IsZero reports whether no input was given.
+func (in Input) IsZero() bool { return in.Text == "" && in.Messages == nil }
+
+// IsList reports whether the input is a list of messages.
+func (in Input) IsList() bool { return in.Messages != nil }
+
+// Entries converts the input to transcript entries: a string is one user
+// input entry; a list is converted message by message (system and user
+// become input entries, assistant an assistant_text entry).
+func (in Input) Entries() []loop.Entry {
+	if !in.IsList() {
+		if in.Text == "" {
+			return nil
+		}
+		return []loop.Entry{loop.UserText(in.Text)}
+	}
+	out := make([]loop.Entry, 0, len(in.Messages))
+	for _, m := range in.Messages {
+		switch m.Role {
+		case "assistant":
+			out = append(out, loop.AssistantText(m.Content))
+		default:
+			out = append(out, loop.Entry{Kind: loop.KindInput, Role: loop.Role(m.Role), Content: m.Content})
+		}
+	}
+	return out
+}
+
+// MarshalJSON writes a string or a list.
+func (in Input) MarshalJSON() ([]byte, error) {
+	if in.IsList() {
+		return json.Marshal(in.Messages)
+	}
+	return json.Marshal(in.Text)
+}
+
+// UnmarshalJSON reads a string, a list of {role, content} or null.
+func (in *Input) UnmarshalJSON(b []byte) error {
+	*in = Input{}
+	t := bytes.TrimSpace(b)
+	switch {
+	case bytes.Equal(t, []byte("null")):
+		return nil
+	case len(t) > 0 && t[0] == '"':
+		return json.Unmarshal(t, &in.Text)
+	case len(t) > 0 && t[0] == '[':
+		msgs := []InputMessage{}
+		if err := json.Unmarshal(t, &msgs); err != nil {
+			return err
+		}
+		in.Messages = msgs
+		return nil
+	}
+	return fmt.Errorf("input: want a string or a list of {role, content}")
+}
+
+// EncodeMsgpack writes a string or an array.
+func (in Input) EncodeMsgpack(enc *msgpack.Encoder) error {
+	if in.IsList() {
+		return enc.Encode(in.Messages)
+	}
+	return enc.EncodeString(in.Text)
+}
+
+// DecodeMsgpack reads a string, an array of {role, content} or nil.
+func (in *Input) DecodeMsgpack(dec *msgpack.Decoder) error {
+	*in = Input{}
+	c, err := dec.PeekCode()
+	if err != nil {
+		return err
+	}
+	switch {
+	case c == msgpcode.Nil:
+		return dec.DecodeNil()
+	case msgpcode.IsString(c) || msgpcode.IsBin(c):
+		in.Text, err = dec.DecodeString()
+		return err
+	case msgpcode.IsFixedArray(c) || c == msgpcode.Array16 || c == msgpcode.Array32:
+		msgs := []InputMessage{}
+		if err := dec.Decode(&msgs); err != nil {
+			return err
+		}
+		in.Messages = msgs
+		return nil
+	}
+	return fmt.Errorf("input: want a string or a list of {role, content}")
+}
+
+// Validate checks the request against the wire contract: identifiers are
+// subject tokens, enumerations hold known values, numbers are not
+// negative, list inputs have known roles. It does not require Input
+// (a resume needs none) or Agent (the subject may name it). The error is a
+// *FieldError naming the field.
+func (r *RunRequest) Validate() error {
+	for _, f := range []struct{ name, value string }{
+		{"run_id", r.RunID}, {"agent", r.Agent}, {"session_id", r.SessionID},
+	} {
+		if f.value != "" {
+			if err := ValidateID(f.name, f.value); err != nil {
+				return err
+			}
+		}
+	}
+	for i, m := range r.Input.Messages {
+		switch m.Role {
+		case "user", "system", "assistant":
+		default:
+			return &FieldError{Field: "input[" + strconv.Itoa(i) + "].role", Reason: fmt.Sprintf("%s is not user, system or assistant", quote(m.Role))}
+		}
+	}
+	if r.MaxTurns < 0 {
+		return &FieldError{Field: "max_turns", Reason: "must not be negative"}
+	}
+	if b := r.Budget; b != nil {
+		for _, f := range []struct {
+			name  string
+			value int64
+		}{
+			{"budget.max_input_tokens", b.MaxInputTokens}, {"budget.max_output_tokens", b.MaxOutputTokens},
+			{"budget.max_total_tokens", b.MaxTotalTokens}, {"budget.max_tool_calls", b.MaxToolCalls},
+		} {
+			if f.value < 0 {
+				return &FieldError{Field: f.name, Reason: "must not be negative"}
+			}
+		}
+		if b.MaxSeconds < 0 || math.IsNaN(b.MaxSeconds) || math.IsInf(b.MaxSeconds, 0) {
+			return &FieldError{Field: "budget.max_seconds", Reason: "must be a finite number, not negative"}
+		}
+	}
+	switch r.IfRunExists {
+	case "", IfExistsResume, IfExistsRestart, IfExistsFail, IfExistsResumeOnly:
+	default:
+		return &FieldError{Field: "if_run_exists", Reason: fmt.Sprintf("%s is not resume, restart, fail or resume_only", quote(string(r.IfRunExists)))}
+	}
+	if r.Encoding != "" && !r.Encoding.Valid() {
+		return &FieldError{Field: "encoding", Reason: fmt.Sprintf("%s is not json or msgpack", quote(string(r.Encoding)))}
+	}
+	if len(r.OutputSchema) > 0 && !json.Valid(r.OutputSchema) {
+		return &FieldError{Field: "output_schema", Reason: "is not valid JSON"}
+	}
+	return nil
+}
+
+// EventEncoding is the encoding of the run's events: the request's
+// encoding field, else the encoding it arrived in.
+func (r *RunRequest) EventEncoding(arrived Encoding) Encoding {
+	if r.Encoding != "" {
+		return r.Encoding
+	}
+	if arrived == "" {
+		return JSON
+	}
+	return arrived
+}
+
+// DecodeRunRequest decodes and validates a run request, returning the
+// encoding it arrived in. Errors match ErrUnknownEncoding, ErrMalformed
+// or ErrInvalidRequest (a *FieldError naming the field).
+func DecodeRunRequest(h nats.Header, body []byte) (*RunRequest, Encoding, error) {
+	var r RunRequest
+	enc, err := Decode(h, body, &r)
+	if err != nil {
+		return nil, enc, &DecodeError{What: "run request", Encoding: enc, Err: err}
+	}
+	if err := r.Validate(); err != nil {
+		return nil, enc, err
+	}
+	return &r, enc, nil
+}

@@ -1,0 +1,334 @@
+package bus
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Every name on the wire, from PROTOCOL.md. Subjects, streams, the workers
+// consumer, buckets and the service name all derive from one prefix; a
+// [Names] value builds them and rejects identifiers that cannot be subject
+// tokens.
+
+// DefaultPrefix is the subject prefix when none is configured.
+const DefaultPrefix = "lovia"
+
+// MaxIDLen is the longest identifier (run id, session id, agent or tool
+// name, prefix) in characters.
+const MaxIDLen = 128
+
+// Message headers of PROTOCOL.md.
+const (
+	// HeaderMsgID deduplicates a publish within the stream's window. Events
+	// carry "<run_id>.<seq>", run requests their run id.
+	HeaderMsgID = "Nats-Msg-Id"
+	// HeaderEvent is an event's type.
+	HeaderEvent = "Lovia-Event"
+	// HeaderSeq is an event's seq, in decimal.
+	HeaderSeq = "Lovia-Seq"
+	// HeaderHighSeq is set on an event published again after a failure: the
+	// highest seq published to the run at that time. Such an event may be
+	// stored after events with higher seqs, so the run's last stored
+	// message is not always its highest seq; LastSeq takes the larger of
+	// Lovia-Seq and Lovia-High-Seq. Readers may ignore it. (An addition to
+	// PROTOCOL.md's event headers.)
+	HeaderHighSeq = "Lovia-High-Seq"
+	// HeaderContentType is a body's encoding: ContentTypeJSON or
+	// ContentTypeMsgpack.
+	HeaderContentType = "Content-Type"
+	// HeaderServiceError and HeaderServiceErrorCode are the NATS micro error
+	// headers of an error reply.
+	HeaderServiceError     = "Nats-Service-Error"
+	HeaderServiceErrorCode = "Nats-Service-Error-Code"
+)
+
+// Subject tokens of PROTOCOL.md, after the prefix.
+const (
+	tokSubmit  = "submit"
+	tokEvents  = "events"
+	tokAPI     = "api"
+	tokRun     = "run"
+	tokSession = "session"
+	tokAgents  = "agents"
+)
+
+// RunOp is the last token of a run's request/reply subject
+// (<p>.api.run.<run_id>.<op>).
+type RunOp string
+
+// Run operations.
+const (
+	OpStatus   RunOp = "status"
+	OpApprove  RunOp = "approve"
+	OpCancel   RunOp = "cancel"
+	OpInject   RunOp = "inject"
+	OpUninject RunOp = "uninject"
+)
+
+// RunOps lists every run operation.
+func RunOps() []RunOp { return []RunOp{OpStatus, OpApprove, OpCancel, OpInject, OpUninject} }
+
+// SessionOp is the last token of a session's request/reply subject
+// (<p>.api.session.<session_id>.<op>).
+type SessionOp string
+
+// Session operations.
+const (
+	OpSessionGet SessionOp = "get"
+	OpRewind     SessionOp = "rewind"
+)
+
+// SessionOps lists every session operation.
+func SessionOps() []SessionOp { return []SessionOp{OpSessionGet, OpRewind} }
+
+// Names builds every subject, stream, consumer and bucket name from a
+// prefix. The zero value uses DefaultPrefix. Names is a small value; copy
+// it freely.
+//
+// Streams are the upper-cased prefix plus a suffix (LOVIA_RUNS), buckets the
+// lower-cased prefix plus a suffix (lovia_sessions), so two prefixes that
+// differ only in case share streams and buckets: use lower case.
+type Names struct {
+	prefix string
+}
+
+// NewNames returns the names for prefix ("" means DefaultPrefix). The
+// prefix is one subject token: 1–128 characters of [A-Za-z0-9_-].
+func NewNames(prefix string) (Names, error) {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if err := ValidateID("prefix", prefix); err != nil {
+		return Names{}, err
+	}
+	return Names{prefix: prefix}, nil
+}
+
+// Prefix is the subject prefix.
+func (n Names) Prefix() string {
+	if n.prefix == "" {
+		return DefaultPrefix
+	}
+	return n.prefix
+}
+
+func (n Names) upper() string { return strings.ToUpper(n.Prefix()) }
+func (n Names) lower() string { return strings.ToLower(n.Prefix()) }
+
+// RunsStream is the work-queue stream of run requests (<P>_RUNS).
+func (n Names) RunsStream() string { return n.upper() + "_RUNS" }
+
+// EventsStream is the limits-retention stream of run events (<P>_EVENTS).
+func (n Names) EventsStream() string { return n.upper() + "_EVENTS" }
+
+// WorkersConsumer is the durable pull consumer on RunsStream that workers
+// claim runs from.
+func (n Names) WorkersConsumer() string { return "workers" }
+
+// SessionsBucket is the KV bucket of conversation segments.
+func (n Names) SessionsBucket() string { return n.lower() + "_sessions" }
+
+// CheckpointsBucket is the KV bucket of in-flight run checkpoints.
+func (n Names) CheckpointsBucket() string { return n.lower() + "_checkpoints" }
+
+// MailboxBucket is the KV bucket of steering messages, decisions and
+// cancels waiting for a run.
+func (n Names) MailboxBucket() string { return n.lower() + "_mailbox" }
+
+// RunsBucket is the KV bucket of run status and ownership records.
+func (n Names) RunsBucket() string { return n.lower() + "_runs" }
+
+// Buckets lists every KV bucket.
+func (n Names) Buckets() []string {
+	return []string{n.SessionsBucket(), n.CheckpointsBucket(), n.MailboxBucket(), n.RunsBucket()}
+}
+
+// KVStream is the stream behind a KV bucket.
+func KVStream(bucket string) string { return "KV_" + bucket }
+
+// ServiceName is the NATS micro service that serves the api subjects.
+func (n Names) ServiceName() string { return n.Prefix() }
+
+// Submit is the subject a run request for agent is published to
+// (<p>.submit.<agent>).
+func (n Names) Submit(agent string) (string, error) {
+	if err := ValidateID("agent", agent); err != nil {
+		return "", err
+	}
+	return n.Prefix() + "." + tokSubmit + "." + agent, nil
+}
+
+// SubmitWildcard matches every Submit subject (<p>.submit.*).
+func (n Names) SubmitWildcard() string { return n.Prefix() + "." + tokSubmit + ".*" }
+
+// ParseSubmit returns the agent of a Submit subject.
+func (n Names) ParseSubmit(subject string) (agent string, err error) {
+	return n.parseOne(subject, tokSubmit, "agent")
+}
+
+// Events is the subject of every event of one run (<p>.events.<run_id>).
+func (n Names) Events(runID string) (string, error) {
+	if err := ValidateID("run_id", runID); err != nil {
+		return "", err
+	}
+	return n.Prefix() + "." + tokEvents + "." + runID, nil
+}
+
+// EventsWildcard matches every Events subject (<p>.events.*).
+func (n Names) EventsWildcard() string { return n.Prefix() + "." + tokEvents + ".*" }
+
+// ParseEvents returns the run id of an Events subject.
+func (n Names) ParseEvents(subject string) (runID string, err error) {
+	return n.parseOne(subject, tokEvents, "run_id")
+}
+
+// APISubmit is the request/reply subject that validates and enqueues a run
+// (<p>.api.submit).
+func (n Names) APISubmit() string { return n.Prefix() + "." + tokAPI + "." + tokSubmit }
+
+// Agents is the request/reply subject that lists agents (<p>.api.agents).
+func (n Names) Agents() string { return n.Prefix() + "." + tokAPI + "." + tokAgents }
+
+// APIWildcard matches every api subject (<p>.api.>).
+func (n Names) APIWildcard() string { return n.Prefix() + "." + tokAPI + ".>" }
+
+// RunAPI is a run's request/reply subject (<p>.api.run.<run_id>.<op>).
+func (n Names) RunAPI(runID string, op RunOp) (string, error) {
+	if err := ValidateID("run_id", runID); err != nil {
+		return "", err
+	}
+	if !validRunOp(op) {
+		return "", &FieldError{Field: "op", Reason: "unknown run operation " + quote(string(op))}
+	}
+	return n.Prefix() + "." + tokAPI + "." + tokRun + "." + runID + "." + string(op), nil
+}
+
+// RunAPIWildcard matches op for every run (<p>.api.run.*.<op>), the
+// subject a service endpoint listens on.
+func (n Names) RunAPIWildcard(op RunOp) string {
+	return n.Prefix() + "." + tokAPI + "." + tokRun + ".*." + string(op)
+}
+
+// ParseRunAPI returns the run id and operation of a RunAPI subject.
+func (n Names) ParseRunAPI(subject string) (runID string, op RunOp, err error) {
+	id, last, err := n.parseTwo(subject, tokRun, "run_id")
+	if err != nil {
+		return "", "", err
+	}
+	if !validRunOp(RunOp(last)) {
+		return "", "", &FieldError{Field: "subject", Reason: "unknown run operation " + quote(last)}
+	}
+	return id, RunOp(last), nil
+}
+
+// SessionAPI is a session's request/reply subject
+// (<p>.api.session.<session_id>.<op>).
+func (n Names) SessionAPI(sessionID string, op SessionOp) (string, error) {
+	if err := ValidateID("session_id", sessionID); err != nil {
+		return "", err
+	}
+	if op != OpSessionGet && op != OpRewind {
+		return "", &FieldError{Field: "op", Reason: "unknown session operation " + quote(string(op))}
+	}
+	return n.Prefix() + "." + tokAPI + "." + tokSession + "." + sessionID + "." + string(op), nil
+}
+
+// SessionAPIWildcard matches op for every session
+// (<p>.api.session.*.<op>).
+func (n Names) SessionAPIWildcard(op SessionOp) string {
+	return n.Prefix() + "." + tokAPI + "." + tokSession + ".*." + string(op)
+}
+
+// ParseSessionAPI returns the session id and operation of a SessionAPI
+// subject.
+func (n Names) ParseSessionAPI(subject string) (sessionID string, op SessionOp, err error) {
+	id, last, err := n.parseTwo(subject, tokSession, "session_id")
+	if err != nil {
+		return "", "", err
+	}
+	if last != string(OpSessionGet) && last != string(OpRewind) {
+		return "", "", &FieldError{Field: "subject", Reason: "unknown session operation " + quote(last)}
+	}
+	return id, SessionOp(last), nil
+}
+
+// parseOne parses <p>.<kind>.<id>.
+func (n Names) parseOne(subject, kind, field string) (string, error) {
+	rest, ok := strings.CutPrefix(subject, n.Prefix()+"."+kind+".")
+	if !ok {
+		return "", &FieldError{Field: "subject", Reason: quote(subject) + " is not a " + n.Prefix() + "." + kind + " subject"}
+	}
+	if err := ValidateID(field, rest); err != nil {
+		return "", err
+	}
+	return rest, nil
+}
+
+// parseTwo parses <p>.api.<kind>.<id>.<op>.
+func (n Names) parseTwo(subject, kind, field string) (id, op string, err error) {
+	rest, ok := strings.CutPrefix(subject, n.Prefix()+"."+tokAPI+"."+kind+".")
+	if !ok {
+		return "", "", &FieldError{Field: "subject", Reason: quote(subject) + " is not a " + n.Prefix() + ".api." + kind + " subject"}
+	}
+	id, op, ok = strings.Cut(rest, ".")
+	if !ok {
+		return "", "", &FieldError{Field: "subject", Reason: quote(subject) + " has no operation"}
+	}
+	if err := ValidateID(field, id); err != nil {
+		return "", "", err
+	}
+	return id, op, nil
+}
+
+func validRunOp(op RunOp) bool {
+	switch op {
+	case OpStatus, OpApprove, OpCancel, OpInject, OpUninject:
+		return true
+	}
+	return false
+}
+
+// ValidateID checks an identifier that becomes a subject token: 1–128
+// characters of [A-Za-z0-9_-]; so no dots, spaces or wildcards. The error
+// is a *FieldError naming field; it matches ErrInvalidToken and
+// ErrInvalidRequest.
+func ValidateID(field, value string) error {
+	if reason := idProblem(value); reason != "" {
+		return &FieldError{Field: field, Reason: reason, token: true}
+	}
+	return nil
+}
+
+func idProblem(s string) string {
+	if s == "" {
+		return "must not be empty"
+	}
+	if len(s) > MaxIDLen {
+		return "longer than 128 characters"
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-':
+			continue
+		case c == '.':
+			return quote(s) + " contains '.', which separates subject tokens; use 1–128 characters of [A-Za-z0-9_-]"
+		case c == '*' || c == '>':
+			return quote(s) + " contains the wildcard " + quote(string(c)) + "; use 1–128 characters of [A-Za-z0-9_-]"
+		case c == ' ' || c == '\t' || c == '\r' || c == '\n':
+			return quote(s) + " contains white space; use 1–128 characters of [A-Za-z0-9_-]"
+		default:
+			return quote(s) + " contains a character outside [A-Za-z0-9_-]"
+		}
+	}
+	return ""
+}
+
+// quote quotes s for an error message, shortened to 64 bytes.
+func quote(s string) string {
+	const maxLen = 64
+	if len(s) > maxLen {
+		s = s[:maxLen] + "…"
+	}
+	return strconv.Quote(s)
+}
