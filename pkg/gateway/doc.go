@@ -1,0 +1,56 @@
+// Package gateway is the HTTP face of a Lovia fleet (PROTOCOL.md, "HTTP
+// gateway"): browsers and scripts submit runs, follow their events as
+// Server-Sent Events, approve, cancel and steer them, and read sessions,
+// without speaking NATS. A [Gateway] holds no run state: it calls a
+// [service.API] in process and tails events with a [client.Client], so any
+// number of gateways can serve one fleet. While started it also serves the
+// `lovia` NATS micro service, like every worker.
+//
+// # Routes
+//
+//	POST   /v1/runs                              submit a run request (JSON or msgpack by Content-Type)
+//	GET    /v1/runs/{id}                         status
+//	GET    /v1/runs/{id}/events                  events as SSE
+//	POST   /v1/runs/{id}/approvals/{call_id}     {decision: "approve"|"reject", reason?}
+//	POST   /v1/runs/{id}/cancel                  {reason?}
+//	POST   /v1/runs/{id}/messages                {content} → {token}
+//	DELETE /v1/runs/{id}/messages/{token}        → {removed}
+//	GET    /v1/sessions/{id}                     segments
+//	POST   /v1/sessions/{id}/rewind              {keep_entries} → {removed}
+//	GET    /v1/agents                            the agents
+//	GET    /healthz                              200 while NATS is connected, else 503
+//	GET    /metrics                              Prometheus
+//
+// Replies are JSON. A submit answers 202 with the submit reply (200 when a
+// completed run is replayed) and a Location header; with
+// "Accept: text/event-stream" it answers with the run's events instead, at
+// once. Errors are {"error": {type, message, hint}} with the status of the
+// type: 400 InvalidRequest, 404 NotFound or UnknownAgent, 401 Unauthorized,
+// 405 MethodNotAllowed, 413 and 415 for bodies too large or of another
+// Content-Type, 503 Unavailable, 504 Timeout, 500 InternalError.
+//
+// # Event streams
+//
+// Each SSE event is one envelope: "id:" is its seq, "event:" its type and
+// "data:" the JSON envelope {run_id, seq, type, time, agent, turn, data},
+// whatever encoding the run's events are stored in. A stream starts at the
+// first event, or after the seq in the Last-Event-ID header (an
+// EventSource sends it when it reconnects; ?last_event_id= does the same,
+// ?from_seq=N starts at N), and ends after the terminal event
+// (run_completed or run_failed). A comment line goes out after every
+// [Config].Heartbeat of silence. A client that goes away ends its stream
+// and the JetStream consumer behind it; Stop ends every stream, and the
+// clients resume on another gateway with Last-Event-ID.
+//
+// # Authentication
+//
+// With [Config].Tokens set, every route but GET /healthz needs
+// "Authorization: Bearer <token>"; tokens are compared in constant time.
+//
+// # Lifecycle
+//
+// [New] validates the config and starts nothing. [Gateway.Start] listens
+// (use ":0" and [Gateway.Addr] for a free port) and starts the micro
+// service; [Gateway.Stop] shuts both down gracefully. [Gateway.Handler]
+// serves the routes on any server, for tests and embedding.
+package gateway

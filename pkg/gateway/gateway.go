@@ -1,0 +1,187 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/service"
+)
+
+// Gateway serves the HTTP API of PROTOCOL.md ("HTTP gateway") and, while
+// started, the `lovia` NATS micro service. It holds no run state: any
+// number of gateways can serve one fleet. Its methods are safe for
+// concurrent use.
+type Gateway struct {
+	cfg     Config
+	log     *slog.Logger
+	m       *metrics
+	pub     *bus.Publisher // reads runs' last seqs; publishes nothing
+	svc     *service.Service
+	tokens  [][sha256.Size]byte
+	handler http.Handler
+
+	// drain is cancelled when Stop begins: SSE streams end so that the
+	// server can shut down, and their clients resume elsewhere.
+	drain     context.Context
+	drainStop context.CancelFunc
+
+	mu      sync.Mutex
+	state   lifecycle
+	srv     *http.Server
+	addr    string
+	served  chan struct{} // closed when Serve returned
+	stopped chan struct{} // closed when Stop finished
+	stopErr error
+}
+
+type lifecycle int
+
+const (
+	stateNew lifecycle = iota
+	stateStarted
+	stateStopped
+)
+
+// New builds a gateway. It validates cfg (the error names the bad field)
+// and registers the metrics; it starts nothing: see Start, or serve
+// Handler yourself.
+func New(cfg Config) (*Gateway, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(cfg.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(cfg.Conn)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	pub, err := bus.NewPublisher(js, bus.PublisherConfig{Prefix: cfg.API.Names().Prefix()})
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, m: m, pub: pub, svc: service.New(cfg.API), stopped: make(chan struct{})}
+	for _, t := range cfg.Tokens {
+		g.tokens = append(g.tokens, sha256.Sum256([]byte(t)))
+	}
+	g.drain, g.drainStop = context.WithCancel(context.Background())
+	g.handler = g.routes()
+	return g, nil
+}
+
+// Handler returns the gateway's HTTP handler: every route, with
+// authentication and metrics. Start serves it; tests and embedders may
+// serve it themselves (then the micro service is theirs to run).
+func (g *Gateway) Handler() http.Handler { return g.handler }
+
+// Addr returns the address the gateway listens on once started (with the
+// port the system picked for port 0), else the configured address.
+func (g *Gateway) Addr() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.addr != "" {
+		return g.addr
+	}
+	return g.cfg.Addr
+}
+
+// Start listens on Config.Addr, starts the `lovia` micro service on the
+// API's connection and serves HTTP in a goroutine that Stop waits for. It
+// returns once the listener is open. A gateway starts once: a second Start
+// is ErrStarted, a Start after Stop ErrStopped.
+func (g *Gateway) Start(ctx context.Context) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch g.state {
+	case stateStarted:
+		return ErrStarted
+	case stateStopped:
+		return ErrStopped
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", g.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("gateway: listen on %s: %w", g.cfg.Addr, err)
+	}
+	if err := g.svc.Start(ctx); err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("gateway: start the lovia micro service: %w", err)
+	}
+	g.srv = &http.Server{
+		Handler:           g.handler,
+		ReadHeaderTimeout: g.cfg.ReadHeaderTimeout,
+		IdleTimeout:       g.cfg.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+	}
+	g.addr = ln.Addr().String()
+	g.served = make(chan struct{})
+	go func(srv *http.Server, served chan<- struct{}) {
+		defer close(served)
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			g.log.Error("gateway: serving HTTP failed", "addr", ln.Addr().String(), "error", err)
+		}
+	}(g.srv, g.served)
+	g.state = stateStarted
+	g.log.Info("gateway listening", "addr", g.addr)
+	return nil
+}
+
+// Stop shuts down gracefully: SSE streams end at once (clients resume with
+// Last-Event-ID), other requests in flight finish, then the micro service
+// stops. Requests still running when ctx ends — or, with no deadline,
+// after Config.ShutdownTimeout — are cut off and Stop reports it. Stop
+// before Start, and a second Stop, return at once (the second with the
+// first's result once it finished).
+func (g *Gateway) Stop(ctx context.Context) error {
+	g.mu.Lock()
+	switch g.state {
+	case stateNew:
+		g.state = stateStopped
+		g.drainStop()
+		close(g.stopped)
+		g.mu.Unlock()
+		return nil
+	case stateStopped:
+		g.mu.Unlock()
+		select {
+		case <-g.stopped:
+			return g.stopErr
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	g.state = stateStopped
+	srv, served := g.srv, g.served
+	g.mu.Unlock()
+
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, g.cfg.ShutdownTimeout)
+		defer cancel()
+	}
+	g.drainStop()
+	var errs []error
+	if err := srv.Shutdown(ctx); err != nil {
+		_ = srv.Close()
+		errs = append(errs, fmt.Errorf("gateway: shutdown: %w (requests still running were cut off)", err))
+	}
+	<-served
+	if err := g.svc.Stop(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("gateway: stop the lovia micro service: %w", err))
+	}
+	g.stopErr = errors.Join(errs...)
+	close(g.stopped)
+	g.log.Info("gateway stopped", "addr", g.addr)
+	return g.stopErr
+}
