@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/lovia-fleet/lovia/internal/cli"
 	"github.com/lovia-fleet/lovia/pkg/bus"
 )
 
@@ -22,31 +24,11 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
-func TestParseFlags(t *testing.T) {
+func TestBadUsage(t *testing.T) {
 	t.Parallel()
-	t.Run("Defaults", func(t *testing.T) {
-		o, err := parseFlags(nil, env(nil), io.Discard)
-		require.NoError(t, err)
-		require.Equal(t, options{nats: "nats://127.0.0.1:4222", http: ":8080", prefix: "lovia"}, o)
-	})
-	t.Run("Environment", func(t *testing.T) {
-		o, err := parseFlags([]string{"--token", "a"}, env(map[string]string{"NATS_URL": "nats://n:4222", "LOVIA_TOKENS": " b, ,c "}), io.Discard)
-		require.NoError(t, err)
-		require.Equal(t, "nats://n:4222", o.nats)
-		require.Equal(t, []string{"a", "b", "c"}, o.tokens)
-	})
-	t.Run("FlagsWin", func(t *testing.T) {
-		o, err := parseFlags([]string{"--nats", "nats://x:1", "--http", "127.0.0.1:0", "--prefix", "p", "--agents", "a.yaml"},
-			env(map[string]string{"NATS_URL": "nats://n:4222"}), io.Discard)
-		require.NoError(t, err)
-		require.Equal(t, options{nats: "nats://x:1", http: "127.0.0.1:0", prefix: "p", agents: "a.yaml"}, o)
-	})
-	t.Run("BadUsage", func(t *testing.T) {
-		for _, args := range [][]string{{"--nope"}, {"extra"}, {"--token", ""}} {
-			require.Equal(t, exitUsage, run(context.Background(), args, env(nil), io.Discard), args)
-		}
-		require.Equal(t, exitOK, run(context.Background(), []string{"-h"}, env(nil), io.Discard))
-	})
+	for _, args := range [][]string{{"--nope"}, {"--http"}} {
+		require.Equal(t, cli.ExitUsage, run(context.Background(), args, strings.NewReader(""), io.Discard, io.Discard, env(nil)), args)
+	}
 }
 
 func TestRunServesUntilCancelled(t *testing.T) {
@@ -62,7 +44,8 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	var logs syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"--nats", srv.ClientURL(), "--http", "127.0.0.1:0", "--agents", agents}, env(map[string]string{"LOVIA_TOKENS": "t"}), &logs)
+		args := []string{"--nats", srv.ClientURL(), "--http", "127.0.0.1:0", "--agents", agents}
+		done <- run(ctx, args, strings.NewReader(""), io.Discard, &logs, env(map[string]string{"LOVIA_TOKENS": "t"}))
 	}()
 
 	addr := regexp.MustCompile(`gateway listening"? addr=(\S+)`)
@@ -83,6 +66,11 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 
+	resp, err = hc.Get(base + "/v1/agents")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "LOVIA_TOKENS configures the tokens")
+
 	req, _ := http.NewRequest(http.MethodGet, base+"/v1/agents", nil)
 	req.Header.Set("Authorization", "Bearer t")
 	resp, err = hc.Do(req)
@@ -95,19 +83,11 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	cancel()
 	select {
 	case code := <-done:
-		require.Equal(t, exitOK, code, logs.String())
+		require.Equal(t, cli.ExitOK, code, logs.String())
 	case <-time.After(15 * time.Second):
 		t.Fatal("run did not return after cancel")
 	}
 	require.Contains(t, logs.String(), "gateway stopped")
-}
-
-func TestRunFailsWithoutNATS(t *testing.T) {
-	t.Parallel()
-	var logs syncBuffer
-	code := run(context.Background(), []string{"--nats", "nats://127.0.0.1:1", "--http", "127.0.0.1:0"}, env(nil), &logs)
-	require.Equal(t, exitFailure, code)
-	require.Contains(t, logs.String(), "connect to NATS")
 }
 
 type syncBuffer struct {

@@ -58,7 +58,12 @@ func addNATSFlags(fs *flag.FlagSet, env *Env) *natsFlags {
 }
 
 func (f *natsFlags) connect(name string) (*nats.Conn, error) {
-	nc, err := nats.Connect(f.url, nats.Name("lovia "+name), nats.Timeout(5*time.Second))
+	opts := []nats.Option{nats.Name("lovia " + name), nats.Timeout(5 * time.Second)}
+	if name == "worker" || name == "gateway" {
+		// Long-lived processes keep reconnecting for as long as they run.
+		opts = append(opts, nats.MaxReconnects(-1))
+	}
+	nc, err := nats.Connect(f.url, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot connect to NATS at %s: %w (start one with `lovia dev`, or pass --nats / set NATS_URL)", f.url, err)
 	}

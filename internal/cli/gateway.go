@@ -88,6 +88,9 @@ func runGateway(ctx context.Context, env *Env, args []string) int {
 		return fail(env.Stderr, err)
 	}
 	fmt.Fprintf(env.Stderr, "lovia gateway on %s (NATS %s)\n", url, nf.url)
+	if len(tokens) == 0 {
+		fmt.Fprintln(env.Stderr, "lovia gateway: no --token configured: anyone who can reach the address can submit and control runs")
+	}
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()

@@ -43,10 +43,16 @@ const hintEncoding = "send JSON with Content-Type: application/json, or msgpack 
 // codecs read.
 func contentType(r *http.Request) nats.Header {
 	h := nats.Header{}
-	if ct := r.Header.Get("Content-Type"); ct != "" {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !isFormDefault(ct) {
 		h.Set(bus.HeaderContentType, ct)
 	}
 	return h
+}
+
+// isFormDefault reports the Content-Type curl sends with -d when none is
+// given; such a body is sniffed (JSON when it starts with '{').
+func isFormDefault(ct string) bool {
+	return strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "application/x-www-form-urlencoded")
 }
 
 // encodingOf returns a body's encoding (PROTOCOL.md, "Encodings"): the one
@@ -57,7 +63,7 @@ func encodingOf(r *http.Request, body []byte) (bus.Encoding, *httpError) {
 	if err == nil {
 		return enc, nil
 	}
-	if ct := r.Header.Get("Content-Type"); ct != "" {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !isFormDefault(ct) {
 		return "", invalidRequest(http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type %q is not supported", ct), hintEncoding)
 	}
 	return "", invalidRequest(http.StatusBadRequest, "the body is neither a JSON object nor a msgpack map", hintEncoding)

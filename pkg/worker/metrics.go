@@ -41,15 +41,55 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		fenced:       prometheus.NewCounter(prometheus.CounterOpts{Name: "lovia_runs_fenced_total", Help: "Runs this worker stopped because another worker owns them."}),
 		takeovers:    prometheus.NewCounter(prometheus.CounterOpts{Name: "lovia_takeovers_total", Help: "Runs of a gone worker this worker released before the ack wait."}),
 	}
-	for _, c := range []prometheus.Collector{m.started, m.completed, m.failed, m.inFlight, m.resumes, m.redeliveries,
-		m.turnSeconds, m.toolSeconds, m.modelSeconds, m.tokens, m.publishSecs, m.poison, m.fenced, m.takeovers} {
+	// Workers of one process share a registry: reuse what is registered.
+	reuse := func(c prometheus.Collector) (prometheus.Collector, error) {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {
-				continue
+				return are.ExistingCollector, nil
 			}
 			return nil, err
 		}
+		return c, nil
+	}
+	var err error
+	register := func(dst any, c prometheus.Collector) {
+		if err != nil {
+			return
+		}
+		var got prometheus.Collector
+		if got, err = reuse(c); err != nil {
+			return
+		}
+		switch d := dst.(type) {
+		case **prometheus.CounterVec:
+			*d = got.(*prometheus.CounterVec)
+		case **prometheus.HistogramVec:
+			*d = got.(*prometheus.HistogramVec)
+		case *prometheus.Counter:
+			*d = got.(prometheus.Counter)
+		case *prometheus.Gauge:
+			*d = got.(prometheus.Gauge)
+		case *prometheus.Histogram:
+			*d = got.(prometheus.Histogram)
+		}
+	}
+	register(&m.started, m.started)
+	register(&m.completed, m.completed)
+	register(&m.failed, m.failed)
+	register(&m.inFlight, m.inFlight)
+	register(&m.resumes, m.resumes)
+	register(&m.redeliveries, m.redeliveries)
+	register(&m.turnSeconds, m.turnSeconds)
+	register(&m.toolSeconds, m.toolSeconds)
+	register(&m.modelSeconds, m.modelSeconds)
+	register(&m.tokens, m.tokens)
+	register(&m.publishSecs, m.publishSecs)
+	register(&m.poison, m.poison)
+	register(&m.fenced, m.fenced)
+	register(&m.takeovers, m.takeovers)
+	if err != nil {
+		return nil, err
 	}
 	return m, nil
 }
