@@ -63,7 +63,7 @@ func encodingOf(r *http.Request, body []byte) (bus.Encoding, *httpError) {
 	if err == nil {
 		return enc, nil
 	}
-	if ct := r.Header.Get("Content-Type"); ct != "" && !isFormDefault(ct) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
 		return "", invalidRequest(http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type %q is not supported", ct), hintEncoding)
 	}
 	return "", invalidRequest(http.StatusBadRequest, "the body is neither a JSON object nor a msgpack map", hintEncoding)

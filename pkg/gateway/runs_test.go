@@ -123,6 +123,18 @@ func TestSubmit(t *testing.T) {
 	})
 }
 
+// curl -d sends application/x-www-form-urlencoded by default: a JSON body
+// under that type is accepted as JSON.
+func TestCurlDefaultContentType(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	resp := b.open(t, context.Background(), "POST", "/v1/runs", `{"agent": "calc", "input": "hi"}`, "Content-Type", "application/x-www-form-urlencoded")
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, 202, resp.StatusCode, string(data))
+}
+
 func TestBadRequests(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *gateway.Config) { c.MaxBodyBytes = 1024 })
