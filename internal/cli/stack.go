@@ -59,7 +59,6 @@ func logger(env *Env, level string) (*slog.Logger, error) {
 type fleetDeps struct {
 	registry *loop.Registry
 	catalog  *catalog.Catalog
-	policy   loop.ContextPolicy
 }
 
 func buildDeps(env *Env, wf *workerFlags, log *slog.Logger) (*fleetDeps, error) {
@@ -78,7 +77,7 @@ func buildDeps(env *Env, wf *workerFlags, log *slog.Logger) (*fleetDeps, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &fleetDeps{registry: reg, catalog: cat, policy: compaction.New(compaction.Config{Logger: log})}, nil
+	return &fleetDeps{registry: reg, catalog: cat}, nil
 }
 
 // openFleet provisions (idempotently) and opens the stores. ackWait sets
@@ -175,10 +174,17 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 // startWorkerProcess provisions, opens stores, starts the API service and
 // one worker.
 func startWorkerProcess(ctx context.Context, nc *nats.Conn, prefix, id string, wf *workerFlags, deps *fleetDeps, reg prometheus.Registerer, log *slog.Logger) (*worker.Worker, *service.Service, error) {
-	_, st, err := openFleet(ctx, nc, prefix, wf.ackWait)
+	js, st, err := openFleet(ctx, nc, prefix, wf.ackWait)
 	if err != nil {
 		return nil, nil, err
 	}
+	// Offloaded tool outputs go to the shared object store, so a recall
+	// works on whichever worker the run is on.
+	results, err := store.OpenResultStore(ctx, js, store.ResultStoreConfig{Bucket: prefix + "_results"})
+	if err != nil {
+		return nil, nil, err
+	}
+	policy := compaction.New(compaction.Config{Store: results, Logger: log})
 	api, err := service.NewAPI(service.Config{Conn: nc, Store: st, Prefix: prefix, Catalog: deps.catalog, Logger: log})
 	if err != nil {
 		return nil, nil, err
@@ -189,7 +195,7 @@ func startWorkerProcess(ctx context.Context, nc *nats.Conn, prefix, id string, w
 	}
 	w, err := worker.New(worker.Config{
 		Conn: nc, Catalog: deps.catalog, Prefix: prefix, ID: id, Concurrency: wf.concurrency, AckWait: wf.ackWait,
-		SkipProvision: true, Registry: deps.registry, ContextPolicy: deps.policy, Logger: log, Metrics: reg,
+		SkipProvision: true, Registry: deps.registry, ContextPolicy: policy, Logger: log, Metrics: reg,
 	})
 	if err != nil {
 		_ = svc.Stop(ctx)
