@@ -187,7 +187,15 @@ func (ru *run) modelPhase() (*modelTurn, error) {
 	if err != nil {
 		return nil, err
 	}
-	req := &ModelRequest{Tools: ru.act.schemas, Settings: ru.agent.Settings}
+	// The request and the assembler are reused turn after turn (a provider
+	// must not retain the request after Stream returns).
+	if ru.req == nil {
+		ru.req = &ModelRequest{}
+		ru.asm = &assembler{ru: ru}
+		ru.onDelta = ru.asm.onDelta
+	}
+	req := ru.req
+	*req = ModelRequest{Tools: ru.act.schemas, Settings: ru.agent.Settings}
 	if len(req.Tools) == 0 {
 		req.Tools = nil
 	}
@@ -196,14 +204,15 @@ func (ru *run) modelPhase() (*modelTurn, error) {
 		req.ResponseFormat = &ResponseFormat{Name: spec.name(), Schema: spec.Schema, Strict: spec.Strict}
 	}
 	req.Entries = ru.injectView(view)
-	asm := &assembler{ru: ru}
+	asm := ru.asm
+	asm.reset()
 	reactiveTried := false
 	var span Span = noopSpan{}
 	if ru.tracing() {
 		span = ru.startSpan("model_call", Attr{"agent", ru.agent.Name}, Attr{"model", ru.act.info.Model})
 	}
 	for attempt := 1; ; attempt++ {
-		err := ru.act.provider.Stream(ru.ctx, req, asm.onDelta)
+		err := ru.act.provider.Stream(ru.ctx, req, ru.onDelta)
 		if err == nil {
 			break
 		}

@@ -58,6 +58,9 @@ type run struct {
 	completed       bool
 	folded          bool
 	closers         []func(context.Context) error
+	req             *ModelRequest
+	asm             *assembler
+	onDelta         func(Delta) error
 }
 
 func newRun(ctx context.Context, r *Runner, agent *Agent, input []Entry, o runOptions, ap *Approvals) *run {

@@ -178,11 +178,9 @@ func (ru *run) turn() (output any, done bool, err error) {
 	if err := ru.save(); err != nil {
 		return nil, false, err
 	}
-	var calls []Entry
-	for i := range mt.entries {
-		if mt.entries[i].Kind == KindToolCall {
-			calls = append(calls, mt.entries[i])
-		}
+	calls := mt.entries
+	for len(calls) > 0 && calls[0].Kind != KindToolCall {
+		calls = calls[1:] // reasoning and text come first, then the calls
 	}
 	if len(calls) > 0 {
 		if err := ru.toolPhase(calls, mt.finish); err != nil {
