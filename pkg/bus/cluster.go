@@ -127,18 +127,13 @@ func startCluster(cfg ClusterConfig) (*Cluster, error) {
 			},
 		})
 	}
-	// Start the nodes at once: each waits for its routes.
-	errs := make([]error, len(c.nodes))
-	var wg sync.WaitGroup
-	for i, n := range c.nodes {
-		wg.Go(func() {
-			n.emb, errs[i] = StartEmbedded(n.cfg)
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		c.Shutdown(context.Background())
-		return nil, fmt.Errorf("bus: start cluster: %w", err)
+	// One after the other, as nats-server's own cluster tests do: nodes
+	// started at the same instant race to dial each other.
+	for _, n := range c.nodes {
+		if n.emb, err = StartEmbedded(n.cfg); err != nil {
+			c.Shutdown(context.Background())
+			return nil, fmt.Errorf("bus: start cluster: node %s: %w", n.name, err)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.ReadyTimeout)
 	defer cancel()

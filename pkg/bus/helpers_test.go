@@ -28,15 +28,22 @@ func setup(t *testing.T) *testBundle {
 	require.NoError(t, err)
 	nc, err := emb.Connect()
 	require.NoError(t, err)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	b := &testBundle{emb: emb, nc: nc}
+	b.js = mustJS(t, b)
 	t.Cleanup(func() {
 		nc.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		require.NoError(t, emb.Shutdown(ctx))
 	})
-	return &testBundle{emb: emb, nc: nc, js: js, names: bus.Names{}}
+	return b
+}
+
+func mustJS(t testing.TB, b *testBundle) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(b.nc)
+	require.NoError(t, err)
+	return js
 }
 
 // provisioned is setup plus Provision with defaults.

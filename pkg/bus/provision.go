@@ -49,7 +49,11 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig)
 		}
 	}
 	if !cfg.SkipWorkers {
-		if err := p.consumer(ctx, names.RunsStream(), workersConsumerConfig(names, cfg)); err != nil {
+		want := workersConsumerConfig(names, cfg)
+		if err := p.retry(ctx, func() (bool, error) {
+			err := p.consumer(ctx, names.RunsStream(), want)
+			return err == nil, err
+		}); err != nil {
 			return p.report, err
 		}
 	}
@@ -153,18 +157,60 @@ type provisioner struct {
 	report *ProvisionReport
 }
 
-// stream makes the stream match want. It retries a few times because
-// another process may create the stream between our read and our create.
+// stream makes the stream match want. It tries again when another process
+// created the stream between our read and our create, and on the transient
+// errors of a cluster that is still forming (see transient), for up to
+// Timeout.
 func (p *provisioner) stream(ctx context.Context, want jetstream.StreamConfig) error {
-	var lastErr error
-	for range 3 {
-		done, err := p.streamOnce(ctx, want)
-		if done || err != nil {
+	return p.retry(ctx, func() (bool, error) { return p.streamOnce(ctx, want) })
+}
+
+// retry calls once until it reports done or fails with a lasting error,
+// backing off between attempts, for at most Timeout.
+func (p *provisioner) retry(ctx context.Context, once func() (done bool, err error)) error {
+	budget := time.Now().Add(p.cfg.Timeout)
+	wait := 50 * time.Millisecond
+	for {
+		done, err := once()
+		if done {
+			return nil
+		}
+		if err != nil && !transient(err) {
 			return err
 		}
-		lastErr = fmt.Errorf("bus: provision stream %s: created concurrently, retrying", want.Name)
+		if !time.Now().Add(wait).Before(budget) {
+			if err == nil {
+				err = errors.New("bus: provision: the stream keeps changing under us")
+			}
+			return err
+		}
+		if err != nil {
+			p.cfg.Logger.Info("bus: provision: transient error, retrying", "err", err, "in", wait)
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = ctx.Err()
+			}
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
 	}
-	return lastErr
+}
+
+// transient reports errors a forming or electing cluster returns for a
+// moment: no suitable peers yet (10005), JetStream temporarily unavailable
+// (10008), the meta leader cannot handle the request (10009).
+func transient(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case 10005, 10008, 10009:
+			return true
+		}
+	}
+	return false
 }
 
 func (p *provisioner) streamOnce(ctx context.Context, want jetstream.StreamConfig) (done bool, err error) {

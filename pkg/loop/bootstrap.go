@@ -55,7 +55,7 @@ func (ru *run) bootstrap(snap *Snapshot) error {
 	} else {
 		body = ru.input
 	}
-	tr := make([]Entry, 0, len(head)+len(history)+len(body)+16)
+	tr := make([]Entry, 0, len(head)+len(history)+len(body)+6)
 	tr = append(tr, head...)
 	tr = append(tr, history...)
 	tr = append(tr, body...)
