@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"strings"
 )
 
@@ -126,45 +127,21 @@ func (ru *run) activate(a *Agent) (*activation, error) {
 		}
 	}
 	// Tools: agent, plugins, handoffs, then policy tools (shadowed on clash).
-	act.byName = make(map[string]*Tool, len(a.Tools)+len(pluginTools)+len(a.Handoffs))
-	add := func(t *Tool, quiet bool) error {
-		if prev := act.byName[t.Name]; prev != nil {
-			if quiet {
-				return nil
-			}
-			return &UserError{
-				Message: fmt.Sprintf("Tool name conflict: agent %q has two tools named %q", a.Name, t.Name),
-				Hint:    "rename one tool or remove the duplicate; prefix plugin or MCP tools (e.g. fs__read_file)",
-			}
-		}
-		act.byName[t.Name] = t
-		act.tools = append(act.tools, t)
-		return nil
+	// Without plugins the merged set depends only on the agent and the
+	// policy, both immutable configuration: it is built once per runner.
+	var (
+		ts  *toolset
+		err error
+	)
+	if len(a.Plugins) == 0 {
+		ts, err = ru.r.toolsetFor(a, ru.policy)
+	} else {
+		ts, err = buildToolset(a, pluginTools, ru.policy)
 	}
-	for _, t := range a.Tools {
-		if err := add(t, false); err != nil {
-			return nil, err
-		}
+	if err != nil {
+		return nil, err
 	}
-	for _, t := range pluginTools {
-		if err := add(t, false); err != nil {
-			return nil, err
-		}
-	}
-	for i := range a.Handoffs {
-		if err := add(handoffTool(&a.Handoffs[i]), false); err != nil {
-			return nil, err
-		}
-	}
-	if pt, ok := ru.policy.(ContextPolicyTools); ok {
-		for _, t := range pt.Tools() {
-			_ = add(t, true)
-		}
-	}
-	act.schemas = make([]ToolSchema, len(act.tools))
-	for i, t := range act.tools {
-		act.schemas[i] = t.Schema()
-	}
+	act.tools, act.byName, act.schemas = ts.tools, ts.byName, ts.schemas
 	if ru.acts == nil {
 		ru.acts = make(map[*Agent]*activation)
 	}
@@ -318,4 +295,87 @@ func jsonRaw(v any) (json.RawMessage, error) {
 	}
 	b, err := json.Marshal(v)
 	return b, err
+}
+
+// toolset is an agent's merged tools.
+type toolset struct {
+	tools   []*Tool
+	byName  map[string]*Tool
+	schemas []ToolSchema
+}
+
+// maxToolsets bounds the runner's toolset cache.
+const maxToolsets = 1024
+
+type toolsetKey struct {
+	agent  *Agent
+	policy any
+}
+
+// toolsetFor returns the cached merged tools of a plugin-free agent.
+func (r *Runner) toolsetFor(a *Agent, policy ContextPolicy) (*toolset, error) {
+	var key toolsetKey
+	cacheable := policy == nil || reflect.TypeOf(policy).Comparable()
+	if cacheable {
+		key = toolsetKey{agent: a, policy: policy}
+		if v, ok := r.toolsets.Load(key); ok {
+			return v.(*toolset), nil
+		}
+	}
+	ts, err := buildToolset(a, nil, policy)
+	if err != nil {
+		return nil, err
+	}
+	if cacheable {
+		// Bounded: agents built per request must not pile up.
+		if r.toolsetN.Add(1) > maxToolsets {
+			r.toolsets.Clear()
+			r.toolsetN.Store(1)
+		}
+		r.toolsets.Store(key, ts)
+	}
+	return ts, nil
+}
+
+func buildToolset(a *Agent, pluginTools []*Tool, policy ContextPolicy) (*toolset, error) {
+	ts := &toolset{byName: make(map[string]*Tool, len(a.Tools)+len(pluginTools)+len(a.Handoffs))}
+	add := func(t *Tool, quiet bool) error {
+		if prev := ts.byName[t.Name]; prev != nil {
+			if quiet {
+				return nil
+			}
+			return &UserError{
+				Message: fmt.Sprintf("Tool name conflict: agent %q has two tools named %q", a.Name, t.Name),
+				Hint:    "rename one tool or remove the duplicate; prefix plugin or MCP tools (e.g. fs__read_file)",
+			}
+		}
+		ts.byName[t.Name] = t
+		ts.tools = append(ts.tools, t)
+		return nil
+	}
+	for _, t := range a.Tools {
+		if err := add(t, false); err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range pluginTools {
+		if err := add(t, false); err != nil {
+			return nil, err
+		}
+	}
+	for i := range a.Handoffs {
+		if err := add(handoffTool(&a.Handoffs[i]), false); err != nil {
+			return nil, err
+		}
+	}
+	if pt, ok := policy.(ContextPolicyTools); ok {
+		for _, t := range pt.Tools() {
+			_ = add(t, true)
+		}
+	}
+	ts.schemas = make([]ToolSchema, len(ts.tools))
+	for i, t := range ts.tools {
+		ts.schemas[i] = t.Schema()
+	}
+	return ts, nil
 }

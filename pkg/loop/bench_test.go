@@ -6,28 +6,20 @@ import (
 	"testing"
 
 	"github.com/lovia-fleet/lovia/pkg/loop"
-	"github.com/lovia-fleet/lovia/pkg/loop/scripted"
 )
 
 // benchRun runs b.N complete fresh runs of calls tool-call turns (one `add`
-// call each) followed by a text turn. The scripted provider is sequential
-// and records nothing, so its own cost stays O(1) per call; the provider is
-// rebuilt per iteration.
+// call each) followed by a text turn, with one agent (agents are
+// configuration, reused across runs) and a stateless mock model whose own
+// cost is O(1) per call.
 func benchRun(b *testing.B, calls int, opts func(i int) []loop.RunOption) {
-	steps := make([]scripted.Step, 0, calls+1)
-	for i := 0; i < calls; i++ {
-		steps = append(steps, scripted.CallTool("add", map[string]int{"a": i, "b": 1}, fmt.Sprintf("c%d", i)))
-	}
-	steps = append(steps, scripted.Text("done"))
 	runner := loop.NewRunner(loop.RunnerConfig{})
-	add := addTool()
+	a := &loop.Agent{Name: "bench", Provider: newBenchModel(calls), Tools: []*loop.Tool{addTool()}}
 	input := []loop.Entry{loop.UserText("add things")}
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		p := scripted.New(steps, scripted.Sequential(), scripted.NoRecording())
-		a := &loop.Agent{Name: "bench", Provider: p, Tools: []*loop.Tool{add}}
 		var o []loop.RunOption
 		if opts != nil {
 			o = opts(i)
@@ -57,4 +49,43 @@ func BenchmarkRunCheckpointed(b *testing.B) {
 	benchRun(b, 1, func(i int) []loop.RunOption {
 		return []loop.RunOption{loop.WithCheckpoint(cp, fmt.Sprintf("run-%d", i)), loop.WithDeleteOnSuccess()}
 	})
+}
+
+// benchModel is a stateless scripted model: it answers turn k (known from
+// the last entry of the view, O(1)) with call c<k> of add, and with text
+// after `calls` calls. Its deltas are built once.
+type benchModel struct {
+	calls  int
+	steps  [][]loop.Delta
+	callID map[string]int
+}
+
+func newBenchModel(calls int) *benchModel {
+	m := &benchModel{calls: calls, callID: map[string]int{}}
+	usage := loop.Delta{Kind: loop.DeltaUsage, Usage: loop.Usage{InputTokens: 1, OutputTokens: 1, TotalTokens: 2}}
+	for i := 0; i < calls; i++ {
+		id := fmt.Sprintf("c%d", i)
+		m.callID[id] = i
+		m.steps = append(m.steps, []loop.Delta{
+			{Kind: loop.DeltaToolCall, CallID: id, Name: "add", Arguments: fmt.Sprintf(`{"a":%d,"b":1}`, i)}, usage})
+	}
+	m.steps = append(m.steps, []loop.Delta{{Kind: loop.DeltaText, Text: "done"}, usage})
+	return m
+}
+
+func (m *benchModel) Info() loop.ProviderInfo {
+	return loop.ProviderInfo{Name: "bench", Model: "bench"}
+}
+
+func (m *benchModel) Stream(_ context.Context, req *loop.ModelRequest, emit func(loop.Delta) error) error {
+	step := 0
+	if last := req.Entries[len(req.Entries)-1]; last.Kind == loop.KindToolResult {
+		step = m.callID[last.CallID] + 1
+	}
+	for _, d := range m.steps[step] {
+		if err := emit(d); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -71,7 +71,7 @@ func (ru *run) bootstrap(snap *Snapshot) error {
 			ru.contextState = maps.Clone(snap.ContextState)
 		}
 	}
-	if ru.contextState == nil {
+	if ru.contextState == nil && ru.policy != nil {
 		ru.contextState = map[string]any{}
 	}
 	return nil

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -34,6 +36,8 @@ type Runner struct {
 	tracer   Tracer
 	now      func() time.Time
 	policy   ContextPolicy
+	toolsets sync.Map // toolsetKey → *toolset
+	toolsetN atomic.Int64
 }
 
 // NewRunner returns a Runner.
