@@ -63,7 +63,9 @@ func (s *eventSink) publish(ctx context.Context, ev loop.Event) bool {
 			if s.last != nil {
 				r.FromTurn = s.last.Turn
 			}
-			if !s.send(ctx, r) {
+			// Flush run_resumed alone: if another writer stored this seq
+			// first, stop before publishing anything else.
+			if !s.send(ctx, r) || !s.flush(ctx) {
 				return false
 			}
 			if inFlightTurn(s.last) {
@@ -108,6 +110,13 @@ func (s *eventSink) publish(ctx context.Context, ev loop.Event) bool {
 			s.fenced = true
 			return false
 		}
+		if s.lostSeq() {
+			return false
+		}
+		// Index the outcome before telling it: whoever sees the terminal
+		// event finds the run's status final, so a resubmission is
+		// replayed rather than taken for a submission still in flight.
+		s.w.indexOutcome(ctx, s.d, s.runID, ev)
 		s.terminal = true
 		flush = true
 	}
@@ -121,6 +130,9 @@ func (s *eventSink) publish(ctx context.Context, ev loop.Event) bool {
 }
 
 func (s *eventSink) send(ctx context.Context, ev loop.Event) bool {
+	if s.lostSeq() {
+		return false
+	}
 	if _, err := s.rp.Publish(context.WithoutCancel(ctx), ev); err != nil {
 		s.err = err
 		return false
@@ -135,5 +147,22 @@ func (s *eventSink) flush(ctx context.Context) bool {
 		return false
 	}
 	s.w.m.publishSecs.Observe(time.Since(t0).Seconds())
+	return !s.lostSeq()
+}
+
+// lostSeq reports (and records as fenced) that the stream already held a
+// seq this sink published: another worker is publishing this run (this
+// one stalled and lost its claim, or they raced for it). Publishing on
+// would interleave two executions' events under one run, so the sink stops
+// like a fenced checkpoint write: no more events, no ack.
+func (s *eventSink) lostSeq() bool {
+	if s.rp.Duplicates() == 0 {
+		return false
+	}
+	if !s.fenced {
+		s.d.log.Warn("run fenced: another worker stored events under this run's seqs; stopping without ack",
+			"duplicates", s.rp.Duplicates())
+	}
+	s.fenced = true
 	return true
 }

@@ -22,6 +22,7 @@ import (
 // activeRun is a run this worker executes.
 type activeRun struct {
 	id     string
+	seq    uint64 // stream sequence of the request
 	cancel *loop.CancelToken
 	notify chan struct{} // a control change arrived (approval decided)
 }
@@ -179,6 +180,33 @@ func (w *Worker) lastEvent(ctx context.Context, runID string) (*bus.Envelope, er
 // execute runs a valid request.
 func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, runID string, enc bus.Encoding, ag *catalog.Agent) {
 	log := d.log
+	// One execution per run and request on this worker: a redelivery of the
+	// request this worker is executing (its claim lapsed in a stall, or a
+	// takeover NAK sent on an older delivery's ack subject hit the live
+	// one — the server applies acks by stream sequence) must not start a
+	// second execution. The one in progress keeps the request alive with
+	// its heartbeats and acks it. Registering before the claim also tells
+	// this worker's takeover reaper that the run is owned here.
+	ar := &activeRun{id: runID, seq: d.meta.Sequence.Stream, cancel: loop.NewCancelToken(), notify: make(chan struct{}, 1)}
+	w.mu.Lock()
+	cur := w.active[runID]
+	if cur == nil {
+		w.active[runID] = ar
+	}
+	w.mu.Unlock()
+	if cur != nil && cur.seq == ar.seq {
+		log.Warn("request redelivered while this worker executes it; the execution in progress keeps it")
+		return
+	}
+	if cur == nil {
+		defer func() {
+			w.mu.Lock()
+			if w.active[runID] == ar {
+				delete(w.active, runID)
+			}
+			w.mu.Unlock()
+		}()
+	}
 	// Heartbeats keep the claim while the run lives.
 	hbCtx, stopHB := context.WithCancel(context.Background())
 	var hbWG sync.WaitGroup
@@ -275,17 +303,8 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 		_ = d.msg.NakWithDelay(time.Second)
 		return
 	}
-	ar := &activeRun{id: runID, cancel: loop.NewCancelToken(), notify: make(chan struct{}, 1)}
-	w.mu.Lock()
-	w.active[runID] = ar
-	w.mu.Unlock()
 	w.m.inFlight.Inc()
-	defer func() {
-		w.mu.Lock()
-		delete(w.active, runID)
-		w.mu.Unlock()
-		w.m.inFlight.Dec()
-	}()
+	defer w.m.inFlight.Dec()
 	if cr, err := w.st.Control().CancelRequested(ctx, runID); err == nil && cr != nil {
 		ar.cancel.Cancel(cancelReason(cr.Reason))
 	}
@@ -394,6 +413,7 @@ func (w *Worker) healReplay(ctx context.Context, d *delivery, req *bus.RunReques
 	_, _ = w.st.Runs().Modify(ctx, runID, func(r *store.RunRecord) error {
 		if r.Status != store.RunCompleted {
 			r.Status, r.Result, r.Turns, r.Error = store.RunCompleted, res.Output, res.Turns, nil
+			r.Usage, r.FinalAgent = &res.Usage, res.FinalAgent
 			r.FinishedAt = w.cfg.Clock().UTC()
 		}
 		return nil
@@ -427,19 +447,6 @@ func (w *Worker) settle(ctx context.Context, d *delivery, sink *eventSink, rp *b
 		_ = d.msg.NakWithDelay(time.Second)
 		return
 	}
-	_, err := w.st.Runs().Modify(ctx, runID, func(r *store.RunRecord) error {
-		r.FinishedAt = w.cfg.Clock().UTC()
-		if runErr == nil && res != nil {
-			r.Status, r.Result, r.Turns, r.Error = store.RunCompleted, res.Output, res.Turns, nil
-			return nil
-		}
-		info := loop.Describe(runErr)
-		r.Status, r.Error = store.RunFailed, &info
-		return nil
-	})
-	if err != nil {
-		log.Warn("run index update failed after the terminal event", "error", err)
-	}
 	if runErr == nil && res != nil {
 		w.m.completed.WithLabelValues(ag.Name).Inc()
 		w.m.tokens.WithLabelValues(ag.Name, "input").Add(float64(res.Usage.InputTokens))
@@ -449,6 +456,26 @@ func (w *Worker) settle(ctx context.Context, d *delivery, sink *eventSink, rp *b
 	}
 	if err := d.msg.DoubleAck(ctx); err != nil {
 		log.Warn("ack after the terminal event failed; a redelivery will find it published", "error", err)
+	}
+}
+
+// indexOutcome records a run's terminal event (run_completed or
+// run_failed) in the run index.
+func (w *Worker) indexOutcome(ctx context.Context, d *delivery, runID string, ev loop.Event) {
+	_, err := w.st.Runs().Modify(context.WithoutCancel(ctx), runID, func(r *store.RunRecord) error {
+		r.FinishedAt = w.cfg.Clock().UTC()
+		switch e := ev.(type) {
+		case *loop.RunCompleted:
+			r.Status, r.Result, r.Turns, r.Error = store.RunCompleted, e.Output, e.Turns, nil
+			r.Usage, r.FinalAgent = &e.Usage, e.FinalAgent
+		case *loop.RunFailed:
+			info := e.Error
+			r.Status, r.Error = store.RunFailed, &info
+		}
+		return nil
+	})
+	if err != nil {
+		d.log.Warn("run index update failed before the terminal event", "error", err)
 	}
 }
 

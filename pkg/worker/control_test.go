@@ -1,0 +1,301 @@
+package worker_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lovia-fleet/lovia/internal/fleettest"
+	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/loop"
+	"github.com/lovia-fleet/lovia/pkg/worker"
+)
+
+// TestApprovalFromAPI proves requirement 3 (approvals): a call of a gated
+// tool waits for a decision made through <p>.api.run.<id>.approve; approve
+// runs the tool and the run completes; reject gives the model an error
+// result without running the tool and the run completes; no decision
+// within approval_timeout is a denial (fail closed) with approval_resolved
+// reject. Each ends with one terminal event.
+func TestApprovalFromAPI(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents})
+	ctx := context.Background()
+
+	t.Run("approve", func(t *testing.T) {
+		t.Parallel()
+		rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "gated", Input: bus.TextInput("deploy")})
+		require.NoError(t, err)
+		req := event[*loop.ApprovalRequired](t, waitEvent(t, f, rep.RunID, loop.EventApprovalRequired, 10*time.Second))
+		require.Equal(t, "c1", req.Call.ID)
+		require.Equal(t, "echo", req.Call.Name)
+		st, err := f.Client.Status(ctx, rep.RunID)
+		require.NoError(t, err)
+		require.Equal(t, bus.StateRunning, st.Status, "a run waiting for approval is running")
+
+		ar, err := f.Client.Approve(ctx, rep.RunID, "c1", loop.Approve, "looks good")
+		require.NoError(t, err)
+		require.True(t, ar.Accepted)
+		envs := f.Events(rep.RunID, 10*time.Second)
+		checkOneSubmission(t, rep.RunID, envs)
+		res := event[*loop.ApprovalResolved](t, ofType(envs, loop.EventApprovalResolved)[0])
+		require.Equal(t, loop.Approve, res.Decision)
+		require.Equal(t, "looks good", res.Reason)
+		require.Len(t, ofType(envs, loop.EventToolCallStarted), 1, "the approved tool ran")
+		done := event[*loop.ToolCallCompleted](t, ofType(envs, loop.EventToolCallCompleted)[0])
+		require.False(t, done.IsError)
+		require.Contains(t, done.Output, "ship it")
+		require.Equal(t, "done", event[*loop.RunCompleted](t, envs[len(envs)-1]).Output)
+
+		// A second decision for the same call does not replace the first.
+		again, err := f.Client.Approve(ctx, rep.RunID, "c1", loop.Reject, "too late")
+		if err == nil {
+			require.False(t, again.Accepted)
+		} else {
+			apiError(t, err, bus.TypeInvalidRequest) // the run is over
+		}
+	})
+
+	t.Run("reject", func(t *testing.T) {
+		t.Parallel()
+		rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "gated", Input: bus.TextInput("deploy")})
+		require.NoError(t, err)
+		waitEvent(t, f, rep.RunID, loop.EventApprovalRequired, 10*time.Second)
+		_, err = f.Client.Approve(ctx, rep.RunID, "c1", loop.Reject, "not today")
+		require.NoError(t, err)
+		envs := f.Events(rep.RunID, 10*time.Second)
+		checkOneSubmission(t, rep.RunID, envs)
+		res := event[*loop.ApprovalResolved](t, ofType(envs, loop.EventApprovalResolved)[0])
+		require.Equal(t, loop.Reject, res.Decision)
+		require.Equal(t, "not today", res.Reason)
+		require.Empty(t, ofType(envs, loop.EventToolCallStarted), "a rejected tool never runs")
+		done := event[*loop.ToolCallCompleted](t, ofType(envs, loop.EventToolCallCompleted)[0])
+		require.True(t, done.IsError)
+		require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type)
+	})
+
+	t.Run("timeout fails closed", func(t *testing.T) {
+		t.Parallel()
+		rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "gated_fast", Input: bus.TextInput("deploy")})
+		require.NoError(t, err)
+		envs := f.Events(rep.RunID, 10*time.Second)
+		checkOneSubmission(t, rep.RunID, envs)
+		req := ofType(envs, loop.EventApprovalRequired)
+		res := ofType(envs, loop.EventApprovalResolved)
+		require.Len(t, req, 1)
+		require.Len(t, res, 1)
+		r := event[*loop.ApprovalResolved](t, res[0])
+		require.Equal(t, loop.Reject, r.Decision)
+		require.Contains(t, r.Reason, "approval timeout")
+		wait := res[0].Time.Sub(req[0].Time)
+		require.GreaterOrEqual(t, wait, 250*time.Millisecond, "denied before the timeout")
+		require.Less(t, wait, 3*time.Second, "the denial took too long")
+		require.Empty(t, ofType(envs, loop.EventToolCallStarted))
+		require.True(t, event[*loop.ToolCallCompleted](t, ofType(envs, loop.EventToolCallCompleted)[0]).IsError)
+		require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type)
+	})
+}
+
+// TestCancelFromAPI proves requirement 3 (cancel): a run sleeping in the
+// sleep tool stops at once on <p>.api.run.<id>.cancel with one run_failed
+// RunCancelled carrying the reason, and its status is failed.
+func TestCancelFromAPI(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents})
+	ctx := context.Background()
+	rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "sleeper", Input: bus.TextInput("nap")})
+	require.NoError(t, err)
+	waitEvent(t, f, rep.RunID, loop.EventToolCallStarted, 10*time.Second)
+	t0 := time.Now()
+	cr, err := f.Client.Cancel(ctx, rep.RunID, "user pressed stop")
+	require.NoError(t, err)
+	require.True(t, cr.Cancelled)
+	envs := f.Events(rep.RunID, 10*time.Second)
+	latency := time.Since(t0)
+	t.Logf("cancel to run_failed: %s", latency)
+	require.Less(t, latency, 3*time.Second)
+	checkOneSubmission(t, rep.RunID, envs)
+	failed := event[*loop.RunFailed](t, envs[len(envs)-1])
+	require.Equal(t, "RunCancelled", failed.Error.Type)
+	require.Contains(t, failed.Error.Message, "user pressed stop")
+
+	require.Eventually(t, func() bool {
+		st, err := f.Client.Status(ctx, rep.RunID)
+		return err == nil && st.Status == bus.StateFailed && st.Error != nil && st.Error.Type == "RunCancelled"
+	}, 5*time.Second, 10*time.Millisecond)
+	waitIdle(t, f, 5*time.Second)
+
+	// Cancelling a finished run is harmless.
+	again, err := f.Client.Cancel(ctx, rep.RunID, "again")
+	require.NoError(t, err)
+	require.False(t, again.Cancelled)
+}
+
+// TestInjectFromAPI proves requirement 3 (steering): a message injected
+// through <p>.api.run.<id>.inject while the run sleeps in a tool is folded
+// into the next turn (user_message_injected with that content); a message
+// withdrawn by uninject before it is drained never reaches the run
+// (removed: true), and withdrawing one that was drained reports removed:
+// false.
+func TestInjectFromAPI(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents})
+	ctx := context.Background()
+	rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "napper", Input: bus.TextInput("nap")})
+	require.NoError(t, err)
+	waitEvent(t, f, rep.RunID, loop.EventToolCallStarted, 10*time.Second)
+	keep, err := f.Client.Inject(ctx, rep.RunID, "also check the logs")
+	require.NoError(t, err)
+	drop, err := f.Client.Inject(ctx, rep.RunID, "never mind this")
+	require.NoError(t, err)
+	require.NotEqual(t, keep, drop)
+	removed, err := f.Client.Uninject(ctx, rep.RunID, drop)
+	require.NoError(t, err)
+	require.True(t, removed)
+
+	envs := f.Events(rep.RunID, 10*time.Second)
+	checkOneSubmission(t, rep.RunID, envs)
+	inj := ofType(envs, loop.EventUserMessageInjected)
+	require.Len(t, inj, 1, "types %v", fleettest.Types(envs))
+	um := event[*loop.UserMessageInjected](t, inj[0])
+	require.Equal(t, "also check the logs", um.Content)
+	require.Equal(t, 2, um.TurnNo, "folded into the turn after the sleep")
+	require.Equal(t, 2, inj[0].Turn)
+	// The sleep's result came first (turn 1), then the injection (turn 2).
+	require.Less(t, ofType(envs, loop.EventToolCallCompleted)[0].Seq, inj[0].Seq)
+	require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type)
+
+	removed, err = f.Client.Uninject(ctx, rep.RunID, keep)
+	require.NoError(t, err)
+	require.False(t, removed, "a drained message cannot be withdrawn")
+}
+
+// TestControlWhileOwnerless proves that decisions made while no worker
+// owns a run are persisted and reach it on the next claim (PROTOCOL.md:
+// "reach the run whenever a worker owns it"): a run released by an
+// ordered shutdown gets an inject and a cancel while ownerless; the next
+// worker resumes it and fails it RunCancelled at once — one terminal event.
+// Resubmitting the cancelled run (if_run_exists resume) then continues it
+// from its checkpoint as a new submission with its own terminal event.
+func TestControlWhileOwnerless(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents, Worker: func(c *worker.Config) {
+		c.ShutdownGrace = 50 * time.Millisecond
+	}})
+	ctx := context.Background()
+	rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "napper", Input: bus.TextInput("nap")})
+	require.NoError(t, err)
+	waitEvent(t, f, rep.RunID, loop.EventToolCallStarted, 10*time.Second)
+	require.NoError(t, f.Workers[0].Stop(ctx))
+
+	_, err = f.Client.Inject(ctx, rep.RunID, "while nobody owns it")
+	require.NoError(t, err)
+	cr, err := f.Client.Cancel(ctx, rep.RunID, "cancelled while ownerless")
+	require.NoError(t, err)
+	require.True(t, cr.Cancelled)
+
+	f.StartWorker(workerConfig(t, f, "wB"))
+	envs := f.Events(rep.RunID, 10*time.Second)
+	checkOneSubmission(t, rep.RunID, envs)
+	require.Len(t, ofType(envs, bus.EventRunResumed), 1)
+	rf := event[*loop.RunFailed](t, envs[len(envs)-1])
+	require.Equal(t, "RunCancelled", rf.Error.Type)
+	require.Contains(t, rf.Error.Message, "cancelled while ownerless")
+	waitIdle(t, f, 10*time.Second)
+
+	// Resubmit: the cancel is cleared, the dangling sleep runs again, the
+	// queued steering message is folded in, the run completes.
+	again, err := f.Client.Submit(ctx, &bus.RunRequest{RunID: rep.RunID, Agent: "napper"})
+	require.NoError(t, err)
+	require.Equal(t, bus.StateQueued, again.Status)
+	require.False(t, again.Replayed)
+	var second []*bus.Envelope
+	require.Eventually(t, func() bool {
+		all := runEvents(t, f, rep.RunID)
+		second = all[len(envs):]
+		return len(second) > 0 && second[len(second)-1].IsTerminal()
+	}, 10*time.Second, 20*time.Millisecond)
+	waitIdle(t, f, 10*time.Second)
+	all := runEvents(t, f, rep.RunID)
+	for i, e := range all {
+		require.EqualValues(t, i+1, e.Seq, "seqs continue across submissions")
+	}
+	second = all[len(envs):]
+	checkOneSubmissionFrom(t, second)
+	require.Equal(t, loop.EventRunStarted, second[0].Type)
+	require.True(t, event[*bus.RunStarted](t, second[0]).FromCheckpoint)
+	require.Equal(t, "rested", event[*loop.RunCompleted](t, second[len(second)-1]).Output)
+	inj := ofType(second, loop.EventUserMessageInjected)
+	require.Len(t, inj, 1)
+	require.Equal(t, "while nobody owns it", event[*loop.UserMessageInjected](t, inj[0]).Content)
+	st, err := f.Client.Status(ctx, rep.RunID)
+	require.NoError(t, err)
+	require.Equal(t, bus.StateCompleted, st.Status)
+	require.Nil(t, st.Error)
+}
+
+// TestControlErrors checks the error replies of the run endpoints: an
+// unknown run is NotFound, a bad decision or an empty inject is
+// InvalidRequest naming the field, steering a finished run is
+// InvalidRequest.
+func TestControlErrors(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents})
+	ctx := context.Background()
+	_, err := f.Client.Approve(ctx, "no-such-run", "c1", loop.Approve, "")
+	apiError(t, err, bus.TypeNotFound)
+	_, err = f.Client.Cancel(ctx, "no-such-run", "")
+	apiError(t, err, bus.TypeNotFound)
+	_, err = f.Client.Inject(ctx, "no-such-run", "x")
+	apiError(t, err, bus.TypeNotFound)
+
+	rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "quick", Input: bus.TextInput("x")})
+	require.NoError(t, err)
+	f.Events(rep.RunID, 10*time.Second)
+	require.Eventually(t, func() bool {
+		st, err := f.Client.Status(ctx, rep.RunID)
+		return err == nil && st.Status == bus.StateCompleted
+	}, 5*time.Second, 10*time.Millisecond)
+	_, err = f.Client.Approve(ctx, rep.RunID, "c1", "maybe", "")
+	require.Contains(t, apiError(t, err, bus.TypeInvalidRequest).Message, "decision")
+	_, err = f.Client.Inject(ctx, rep.RunID, "")
+	require.Contains(t, apiError(t, err, bus.TypeInvalidRequest).Message, "content")
+	_, err = f.Client.Inject(ctx, rep.RunID, "too late")
+	require.Contains(t, apiError(t, err, bus.TypeInvalidRequest).Message, "completed")
+}
+
+// TestCancelBeforeClaimAndDuringApproval: a cancel made before any worker
+// claimed the run fails it as soon as one does, and a cancel while the run
+// waits for an approval ends the wait at once; each with one terminal
+// run_failed RunCancelled.
+func TestCancelBeforeClaimAndDuringApproval(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents})
+	ctx := context.Background()
+	require.NoError(t, f.Workers[0].Stop(ctx))
+	queued, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "calc", Input: bus.TextInput("x")})
+	require.NoError(t, err)
+	gated, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "gated", Input: bus.TextInput("x")})
+	require.NoError(t, err)
+	_, err = f.Client.Cancel(ctx, queued.RunID, "never mind")
+	require.NoError(t, err)
+	f.StartWorker(workerConfig(t, f, "wB"))
+
+	envs := f.Events(queued.RunID, 10*time.Second)
+	checkOneSubmission(t, queued.RunID, envs)
+	require.Equal(t, "RunCancelled", event[*loop.RunFailed](t, envs[len(envs)-1]).Error.Type)
+	require.Empty(t, ofType(envs, loop.EventToolCallStarted), "a cancelled run ran a tool: %v", fleettest.Types(envs))
+
+	waitEvent(t, f, gated.RunID, loop.EventApprovalRequired, 10*time.Second)
+	t0 := time.Now()
+	_, err = f.Client.Cancel(ctx, gated.RunID, "abandon")
+	require.NoError(t, err)
+	envs = f.Events(gated.RunID, 10*time.Second)
+	require.Less(t, time.Since(t0), 3*time.Second)
+	checkOneSubmission(t, gated.RunID, envs)
+	require.Equal(t, "RunCancelled", event[*loop.RunFailed](t, envs[len(envs)-1]).Error.Type)
+	require.Empty(t, ofType(envs, loop.EventToolCallStarted))
+	waitIdle(t, f, 10*time.Second)
+}

@@ -1,0 +1,212 @@
+package worker_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lovia-fleet/lovia/internal/fleettest"
+	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/client"
+	"github.com/lovia-fleet/lovia/pkg/loop"
+)
+
+// TestSubmitEncodings proves requirement 1: a run submitted through
+// <p>.api.submit or by a raw JetStream publish to <p>.submit.<agent> runs;
+// a raw publish's run id is the body's run_id, else Nats-Msg-Id, else
+// run-<stream seq>; the subject's agent wins over the body's; a tail from
+// the start sees every event; and the events come in the encoding the
+// request arrived in (Content-Type of every stored message and
+// Envelope.Encoding), unless the request's encoding field overrides it.
+func TestSubmitEncodings(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents})
+	ctx := context.Background()
+	mp, err := client.New(f.Conn, client.Options{Encoding: bus.Msgpack})
+	require.NoError(t, err)
+
+	type run struct {
+		name  string
+		runID string
+		want  bus.Encoding
+		agent string
+	}
+	var runs []run
+	submit := func(name string, c *client.Client, req *bus.RunRequest, want bus.Encoding) {
+		rep, err := c.Submit(ctx, req)
+		require.NoError(t, err, name)
+		require.Equal(t, bus.StateQueued, rep.Status, name)
+		require.Equal(t, "lovia.events."+rep.RunID, rep.EventsSubject, name)
+		runs = append(runs, run{name, rep.RunID, want, req.Agent})
+	}
+	submit("api json", f.Client, &bus.RunRequest{Agent: "quick", Input: bus.TextInput("hi")}, bus.JSON)
+	submit("api msgpack", mp, &bus.RunRequest{Agent: "quick", Input: bus.TextInput("hi")}, bus.Msgpack)
+	submit("api json, encoding msgpack", f.Client, &bus.RunRequest{Agent: "quick", Input: bus.TextInput("hi"), Encoding: bus.Msgpack}, bus.Msgpack)
+	submit("api msgpack, encoding json", mp, &bus.RunRequest{Agent: "calc", Input: bus.TextInput("hi"), Encoding: bus.JSON}, bus.JSON)
+
+	// Raw publishes, as the nats CLI or a client in another language would.
+	publishRaw(t, f, "quick", []byte(`{"run_id":"raw-body-id","input":"hi"}`),
+		nats.Header{"Nats-Msg-Id": []string{"raw-header-id"}, "Content-Type": []string{"application/json"}})
+	runs = append(runs, run{"raw json, body run_id wins over Nats-Msg-Id", "raw-body-id", bus.JSON, "quick"})
+
+	body, err := bus.Marshal(bus.Msgpack, &bus.RunRequest{Input: bus.TextInput("hi")})
+	require.NoError(t, err)
+	publishRaw(t, f, "calc", body, nats.Header{"Nats-Msg-Id": []string{"raw-msgpack"}, "Content-Type": []string{"application/msgpack"}})
+	runs = append(runs, run{"raw msgpack, run id from Nats-Msg-Id", "raw-msgpack", bus.Msgpack, "calc"})
+
+	seq := publishRaw(t, f, "quick", []byte(`{"input":"hi"}`), nil)
+	runs = append(runs, run{"raw json without headers, run id run-<seq>", "run-" + itoa(seq), bus.JSON, "quick"})
+
+	publishRaw(t, f, "quick", []byte(`{"run_id":"raw-override","agent":"calc","input":"hi","encoding":"msgpack"}`), nil)
+	runs = append(runs, run{"raw sniffed json, encoding msgpack, subject agent wins", "raw-override", bus.Msgpack, "quick"})
+
+	for _, r := range runs {
+		envs := f.Events(r.runID, 15*time.Second)
+		require.NotEmpty(t, envs, r.name)
+		require.Equal(t, loop.EventRunStarted, envs[0].Type, r.name)
+		require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type, r.name)
+		for _, e := range envs {
+			require.Equal(t, r.agent, e.Agent, r.name)
+		}
+		st := readStored(t, f, "lovia.events."+r.runID)
+		require.Len(t, st, len(envs), r.name)
+		for i, s := range st {
+			require.Equal(t, r.want.ContentType(), s.Header.Get("Content-Type"), "%s: event %d (%s)", r.name, i, s.Env.Type)
+			require.Equal(t, r.want, s.Env.Encoding, "%s: event %d", r.name, i)
+			require.Equal(t, r.runID+"."+itoa(s.Env.Seq), s.Header.Get("Nats-Msg-Id"), r.name)
+			require.Equal(t, string(s.Env.Type), s.Header.Get("Lovia-Event"), r.name)
+			require.Equal(t, itoa(s.Env.Seq), s.Header.Get("Lovia-Seq"), r.name)
+		}
+		checkOneSubmission(t, r.runID, envs)
+		stp, err := f.Client.Status(ctx, r.runID)
+		require.NoError(t, err, r.name)
+		require.Equal(t, r.agent, stp.Agent, r.name)
+	}
+	// A tail opened before the run exists waits for its first event and
+	// follows it to the terminal one.
+	tctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	tail, err := f.Client.Tail(tctx, "tailed-early", bus.FromStart())
+	require.NoError(t, err)
+	defer tail.Close(context.Background())
+	publishRaw(t, f, "calc", []byte(`{"run_id":"tailed-early","input":"hi"}`), nil)
+	var early []*bus.Envelope
+	for env, err := range tail.All(tctx) {
+		require.NoError(t, err)
+		early = append(early, env)
+	}
+	checkOneSubmission(t, "tailed-early", early)
+	require.Equal(t, loop.EventRunStarted, early[0].Type)
+	require.Equal(t, loop.EventRunCompleted, early[len(early)-1].Type)
+
+	// Nothing was published under the losing header id.
+	require.Empty(t, readStored(t, f, "lovia.events.raw-header-id"))
+	waitIdle(t, f, 10*time.Second)
+}
+
+// TestConcurrentSubmitSameRunID proves requirement 7: the same run id
+// submitted twice at once, through the API or by raw publishes with
+// different Nats-Msg-Ids, is one run: one run_started, one terminal event,
+// contiguous seqs.
+func TestConcurrentSubmitSameRunID(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents, Workers: 2})
+	ctx := context.Background()
+
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range 2 {
+		wg.Go(func() {
+			_, errs[i] = f.Client.Submit(ctx, &bus.RunRequest{RunID: "twice-api", Agent: "calc", Input: bus.TextInput("x")})
+		})
+	}
+	for i := range 2 {
+		wg.Go(func() {
+			publishRaw(t, f, "calc", []byte(`{"run_id":"twice-raw","input":"x"}`), nats.Header{"Nats-Msg-Id": []string{"twice-raw-" + itoa(uint64(i))}})
+		})
+	}
+	wg.Wait()
+	require.NoError(t, errs[0])
+	require.NoError(t, errs[1])
+	for _, id := range []string{"twice-api", "twice-raw"} {
+		f.Events(id, 15*time.Second)
+	}
+	waitIdle(t, f, 15*time.Second)
+	for _, id := range []string{"twice-api", "twice-raw"} {
+		envs := runEvents(t, f, id)
+		checkOneSubmission(t, id, envs)
+		require.Len(t, ofType(envs, loop.EventRunStarted), 1, "%s: %v", id, fleettest.Types(envs))
+		require.Empty(t, ofType(envs, bus.EventRunResumed), "%s: %v", id, fleettest.Types(envs))
+		require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type)
+	}
+}
+
+// TestCompletedRunRedeliveredPublishesNothing proves requirement 8: a
+// completed run whose request arrives again (here: republished with a new
+// Nats-Msg-Id, as a lost ack's redelivery would bring it) finds the
+// completed checkpoint and publishes nothing new — still exactly one
+// terminal event — and the status keeps the stored result.
+func TestCompletedRunRedeliveredPublishesNothing(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents})
+	ctx := context.Background()
+	publishRaw(t, f, "calc", []byte(`{"run_id":"done-once","input":"x"}`), nats.Header{"Nats-Msg-Id": []string{"done-once"}})
+	first := f.Events("done-once", 15*time.Second)
+	waitIdle(t, f, 10*time.Second)
+
+	for i, h := range []string{"done-once-again", "done-once-third"} {
+		publishRaw(t, f, "calc", []byte(`{"run_id":"done-once","input":"something else"}`), nats.Header{"Nats-Msg-Id": []string{h}})
+		waitIdle(t, f, 10*time.Second)
+		envs := runEvents(t, f, "done-once")
+		require.Len(t, envs, len(first), "republish %d: %v", i, fleettest.Types(envs))
+		checkOneSubmission(t, "done-once", envs)
+	}
+	st, err := f.Client.Status(ctx, "done-once")
+	require.NoError(t, err)
+	require.Equal(t, bus.StateCompleted, st.Status)
+	require.Equal(t, "The answer is 84.", st.Result.Output)
+	require.Equal(t, 1, st.Attempt, "a replay is not a new attempt")
+
+	// Through the API, the same run answers with its stored result.
+	rep, err := f.Client.Submit(ctx, &bus.RunRequest{RunID: "done-once", Agent: "calc", Input: bus.TextInput("x")})
+	require.NoError(t, err)
+	require.True(t, rep.Replayed)
+	require.Equal(t, bus.StateCompleted, rep.Status)
+	require.Equal(t, "The answer is 84.", rep.Result.Output)
+	require.Equal(t, 2, rep.Result.Turns)
+	require.Equal(t, loop.Usage{InputTokens: 2, OutputTokens: 2, TotalTokens: 4}, rep.Result.Usage, "the replay carries the stored usage")
+	require.Equal(t, "calc", rep.Result.FinalAgent)
+	require.Len(t, runEvents(t, f, "done-once"), len(first))
+}
+
+func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// TestResubmitRightAfterTerminalIsReplayed: the moment a client sees a
+// run's terminal event, the run's status is final, so resubmitting the
+// completed run is answered as a replay (PROTOCOL.md) — not taken for a
+// submission still in flight, which would leave a streaming client (the
+// gateway's Accept: text/event-stream submit) waiting for events that never
+// come. Twenty runs narrow any window between the event and the index.
+func TestResubmitRightAfterTerminalIsReplayed(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents})
+	ctx := context.Background()
+	for i := range 20 {
+		rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "quick", Input: bus.TextInput("x")})
+		require.NoError(t, err)
+		envs := f.Events(rep.RunID, 10*time.Second)
+		require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type)
+		again, err := f.Client.Submit(ctx, &bus.RunRequest{RunID: rep.RunID, Agent: "quick", Input: bus.TextInput("x")})
+		require.NoError(t, err)
+		require.True(t, again.Replayed, "run %d: resubmitted after its terminal event, status %s", i, again.Status)
+		require.Equal(t, "ok", again.Result.Output)
+		st, err := f.Client.Status(ctx, rep.RunID)
+		require.NoError(t, err)
+		require.Equal(t, bus.StateCompleted, st.Status)
+	}
+}
