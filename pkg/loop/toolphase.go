@@ -48,8 +48,16 @@ func (ru *run) toolPhase(calls []Entry, finish string) (err error) {
 				ierr = ru.surface(it, !barrier)
 			}
 		})
+		if ierr == nil {
+			ierr = ru.stopped()
+		}
 		return ierr
 	}
+	defer func() {
+		if err == nil {
+			err = ru.stopped()
+		}
+	}()
 	ch := make(chan taskItem, 2*len(calls)+2)
 	inflight := 0
 	batchCtx, cancelBatch := context.WithCancel(ru.ctx)
@@ -575,4 +583,13 @@ func safeCall(ctx context.Context, fn ToolFunc, rc *RunContext, args json.RawMes
 		}
 	}()
 	return fn(ctx, rc, args)
+}
+
+// stopped reports the caller's cancellation (a shutdown) after a tool
+// phase: calls it interrupted left no result, so the turn must not end.
+func (ru *run) stopped() error {
+	if ru.parent.Err() != nil {
+		return context.Cause(ru.parent)
+	}
+	return nil
 }

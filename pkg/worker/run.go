@@ -221,7 +221,7 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 		_ = d.msg.NakWithDelay(time.Second)
 		return
 	}
-	replay := snap != nil && snap.Status == loop.StatusCompleted && req.IfRunExists != bus.IfExistsRestart
+	replay := snap != nil && snap.Status == loop.StatusCompleted && (req.IfRunExists != bus.IfExistsRestart || !d.firstClaim)
 	last, err := w.lastEvent(ctx, runID)
 	if err != nil {
 		log.Warn("reading the run's last event failed; releasing the run", "error", err)

@@ -104,6 +104,12 @@ func (w *Worker) alive(ctx context.Context, worker string) bool {
 
 // release NAKs a dead worker's delivery if this worker wins its record.
 func (w *Worker) release(ctx context.Context, o store.Ownership) {
+	// The index names the worker that claimed the run last: when that is
+	// no longer the dead one, its delivery was already handed on.
+	if e, err := w.st.Runs().Get(ctx, o.RunID); err == nil && e.Record.Worker != o.Worker {
+		_, _ = w.st.Control().TakeOwnership(ctx, o)
+		return
+	}
 	won, err := w.st.Control().TakeOwnership(ctx, o)
 	if err != nil || !won {
 		return
