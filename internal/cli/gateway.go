@@ -19,7 +19,7 @@ import (
 // startGateway starts the HTTP gateway (which also serves the API service)
 // and returns its URL and stop function.
 func startGateway(ctx context.Context, env *Env, nc *nats.Conn, prefix, addr string, tokens []string, cat *catalog.Catalog, reg *prometheus.Registry, log *slog.Logger) (string, func(context.Context) error, error) {
-	_, st, err := openFleet(ctx, nc, prefix, 0)
+	_, st, err := openFleet(ctx, nc, prefix, 0, 1)
 	if err != nil {
 		return "", nil, err
 	}

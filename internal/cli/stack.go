@@ -34,6 +34,7 @@ type workerFlags struct {
 	workspace   string
 	concurrency int
 	ackWait     time.Duration
+	replicas    int
 	logLevel    string
 }
 
@@ -44,6 +45,7 @@ func addWorkerFlags(fs *flag.FlagSet) *workerFlags {
 	fs.IntVar(&f.concurrency, "concurrency", worker.DefaultConcurrency, "runs executed at once per worker")
 	fs.DurationVar(&f.ackWait, "ack-wait", worker.DefaultAckWait, "claim ack wait: a silent worker loses its runs after this")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.IntVar(&f.replicas, "replicas", 1, "replicas of the streams and buckets this worker creates (3 on a cluster)")
 	return f
 }
 
@@ -82,12 +84,12 @@ func buildDeps(env *Env, wf *workerFlags, log *slog.Logger) (*fleetDeps, error) 
 
 // openFleet provisions (idempotently) and opens the stores. ackWait sets
 // the workers consumer's ack wait; 0 leaves the consumer alone (gateways).
-func openFleet(ctx context.Context, nc *nats.Conn, prefix string, ackWait time.Duration) (jetstream.JetStream, *store.Store, error) {
+func openFleet(ctx context.Context, nc *nats.Conn, prefix string, ackWait time.Duration, replicas int) (jetstream.JetStream, *store.Store, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, nil, err
 	}
-	pc := bus.ProvisionConfig{Prefix: prefix, SkipWorkers: ackWait == 0}
+	pc := bus.ProvisionConfig{Prefix: prefix, SkipWorkers: ackWait == 0, Replicas: replicas}
 	pc.Workers.AckWait = ackWait
 	if _, err := bus.Provision(ctx, js, pc); err != nil {
 		return nil, nil, err
@@ -174,13 +176,13 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 // startWorkerProcess provisions, opens stores, starts the API service and
 // one worker.
 func startWorkerProcess(ctx context.Context, nc *nats.Conn, prefix, id string, wf *workerFlags, deps *fleetDeps, reg prometheus.Registerer, log *slog.Logger) (*worker.Worker, *service.Service, error) {
-	js, st, err := openFleet(ctx, nc, prefix, wf.ackWait)
+	js, st, err := openFleet(ctx, nc, prefix, wf.ackWait, wf.replicas)
 	if err != nil {
 		return nil, nil, err
 	}
 	// Offloaded tool outputs go to the shared object store, so a recall
 	// works on whichever worker the run is on.
-	results, err := store.OpenResultStore(ctx, js, store.ResultStoreConfig{Bucket: prefix + "_results"})
+	results, err := store.OpenResultStore(ctx, js, store.ResultStoreConfig{Bucket: prefix + "_results", Replicas: wf.replicas})
 	if err != nil {
 		return nil, nil, err
 	}
