@@ -221,7 +221,7 @@ func TrimToolOutput(output string, keepChars int, callID string) (string, bool) 
 		b.WriteByte('\n')
 	}
 	b.WriteString("[... ")
-	b.WriteString(memThousands(total - keepChars))
+	b.WriteString(thousands(total - keepChars))
 	b.WriteString(" chars trimmed from stored history. Call recall_tool_result(")
 	b.WriteString(strconv.Quote(callID))
 	b.WriteString(") to retrieve the full output.")
@@ -230,26 +230,6 @@ func TrimToolOutput(output string, keepChars int, callID string) (string, bool) 
 		return output, false
 	}
 	return b.String(), true
-}
-
-// memThousands formats n with comma thousands separators.
-func memThousands(n int) string {
-	s := strconv.Itoa(n)
-	if len(s) <= 3 {
-		return s
-	}
-	var b strings.Builder
-	pre := len(s) % 3
-	if pre > 0 {
-		b.WriteString(s[:pre])
-	}
-	for i := pre; i < len(s); i += 3 {
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(s[i : i+3])
-	}
-	return b.String()
 }
 
 // memNewRunID returns a run id that sorts by creation time: 12 hex digits of

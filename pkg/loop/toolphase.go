@@ -495,6 +495,7 @@ func capOutput(s string, limit int) (string, bool) {
 	return b.String(), true
 }
 
+// thousands formats n with comma thousands separators.
 func thousands(n int) string {
 	s := fmt.Sprint(n)
 	if len(s) <= 3 {
