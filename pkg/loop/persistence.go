@@ -131,3 +131,14 @@ type Mailbox interface {
 	Remove(ctx context.Context, token string) (removed bool, err error)
 	Drain(ctx context.Context) ([]MailMessage, error)
 }
+
+// MailboxPeeker is implemented by durable mailboxes. The loop then reads
+// the queued messages without taking them (Peek), checkpoints them into
+// the transcript (each injected entry carries its token as Entry.ID), and
+// only then deletes them (Ack). A crash in between leaves the messages
+// queued, and the resumed run recognizes the ones it already holds by
+// token: every message is applied exactly once, and none is lost.
+type MailboxPeeker interface {
+	Peek(ctx context.Context) ([]MailMessage, error)
+	Ack(ctx context.Context, tokens []string) error
+}

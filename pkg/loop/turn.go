@@ -216,6 +216,9 @@ func (ru *run) turn() (output any, done bool, err error) {
 }
 
 func (ru *run) drainMailbox() error {
+	if pk, ok := ru.rc.Mailbox.(MailboxPeeker); ok {
+		return ru.drainDurable(pk)
+	}
 	msgs, err := ru.rc.Mailbox.Drain(ru.parent)
 	if err != nil {
 		return fmt.Errorf("mailbox drain: %w", err)
@@ -224,13 +227,55 @@ func (ru *run) drainMailbox() error {
 		return nil
 	}
 	for _, m := range msgs {
-		e := Entry{Kind: KindInput, Role: RoleUser, Content: m.Content, Parts: m.Parts}
+		e := Entry{Kind: KindInput, Role: RoleUser, Content: m.Content, Parts: m.Parts, ID: m.Token}
 		ru.appendEntries(e)
 		if err := ru.emit(&UserMessageInjected{Content: m.Content, Parts: m.Parts, TurnNo: ru.turns}); err != nil {
 			return err
 		}
 	}
 	return ru.save()
+}
+
+// drainDurable applies queued messages exactly once: peek, skip what the
+// transcript already holds (a crash after the save, before the ack),
+// append, emit, save, then ack.
+func (ru *run) drainDurable(pk MailboxPeeker) error {
+	msgs, err := pk.Peek(ru.parent)
+	if err != nil {
+		return fmt.Errorf("mailbox peek: %w", err)
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	held := map[string]bool{}
+	for _, e := range ru.transcript()[ru.runStart:] {
+		if e.Kind == KindInput && e.ID != "" {
+			held[e.ID] = true
+		}
+	}
+	tokens := make([]string, 0, len(msgs))
+	added := false
+	for _, m := range msgs {
+		tokens = append(tokens, m.Token)
+		if m.Token != "" && held[m.Token] {
+			continue
+		}
+		ru.appendEntries(Entry{Kind: KindInput, Role: RoleUser, Content: m.Content, Parts: m.Parts, ID: m.Token})
+		added = true
+		if err := ru.emit(&UserMessageInjected{Content: m.Content, Parts: m.Parts, TurnNo: ru.turns}); err != nil {
+			return err
+		}
+	}
+	if added {
+		if err := ru.save(); err != nil {
+			return err
+		}
+	}
+	if err := pk.Ack(ru.parent, tokens); err != nil {
+		// The messages are checkpointed; a later drain recognizes them.
+		ru.log.Warn("mailbox ack failed; the messages stay queued and will be skipped as already applied", "error", err)
+	}
+	return nil
 }
 
 // finalOutput turns a final (tool-call-free) model turn into the output.

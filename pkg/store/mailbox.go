@@ -127,6 +127,49 @@ func (m *Mailbox) Drain(ctx context.Context) ([]loop.MailMessage, error) {
 }
 
 // Clear removes every queued message of the run, e.g. when the run ends.
+var _ loop.MailboxPeeker = (*Mailbox)(nil)
+
+// Peek returns the queued messages, FIFO, without taking them.
+func (m *Mailbox) Peek(ctx context.Context) ([]loop.MailMessage, error) {
+	const op = "mailbox peek"
+	listed, err := m.b.list(ctx, m.run+".m.*")
+	if err != nil {
+		return nil, wrapErr(op, m.run, err)
+	}
+	if len(listed) == 0 {
+		return nil, nil
+	}
+	slices.SortFunc(listed, func(a, b jetstream.KeyValueEntry) int { return cmp.Compare(a.Revision(), b.Revision()) })
+	out := make([]loop.MailMessage, 0, len(listed))
+	for _, e := range listed {
+		var msg loop.MailMessage
+		if _, err := m.b.decode(ctx, e.Value(), &msg); err != nil {
+			m.b.log.LogAttrs(ctx, slog.LevelWarn, "store: mailbox skipped an undecodable message",
+				slog.String("run", m.run), slog.String("key", e.Key()), slog.String("error", err.Error()))
+			continue
+		}
+		if msg.Token == "" {
+			msg.Token = e.Key()[len(m.run)+len(".m."):]
+		}
+		out = append(out, msg)
+	}
+	return out, nil
+}
+
+// Ack deletes the messages with these tokens (absent ones are ignored).
+func (m *Mailbox) Ack(ctx context.Context, tokens []string) error {
+	var first error
+	for _, t := range tokens {
+		if t == "" {
+			continue
+		}
+		if _, err := m.Remove(ctx, t); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
 func (m *Mailbox) Clear(ctx context.Context) error {
 	return wrapErr("mailbox clear", m.run, m.b.purge(ctx, m.run+".>"))
 }
