@@ -202,7 +202,7 @@ func (a *API) enqueue(ctx context.Context, req *bus.RunRequest, enc bus.Encoding
 }
 
 func storedResult(r *store.RunRecord) *bus.StoredResult {
-	res := &bus.StoredResult{Output: r.Result, Turns: r.Turns, FinalAgent: r.FinalAgent}
+	res := &bus.StoredResult{Output: r.Result, Turns: r.Turns, FinalAgent: r.FinalAgent, FinishReason: r.FinishReason}
 	if r.Usage != nil {
 		res.Usage = *r.Usage
 	}

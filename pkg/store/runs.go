@@ -39,6 +39,8 @@ type RunRecord struct {
 	// Usage and FinalAgent describe a completed run.
 	Usage      *loop.Usage `json:"usage,omitempty" msgpack:"usage,omitempty"`
 	FinalAgent string      `json:"final_agent,omitempty" msgpack:"final_agent,omitempty"`
+	// FinishReason is the last model turn's finish reason, if reported.
+	FinishReason *string `json:"finish_reason,omitempty" msgpack:"finish_reason,omitempty"`
 	// Submissions counts the submissions of the run (1 for the first).
 	Submissions int `json:"submissions,omitempty" msgpack:"submissions,omitempty"`
 	// Error describes why a run failed.

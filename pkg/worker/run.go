@@ -467,7 +467,7 @@ func (w *Worker) indexOutcome(ctx context.Context, d *delivery, runID string, ev
 		switch e := ev.(type) {
 		case *loop.RunCompleted:
 			r.Status, r.Result, r.Turns, r.Error = store.RunCompleted, e.Output, e.Turns, nil
-			r.Usage, r.FinalAgent = &e.Usage, e.FinalAgent
+			r.Usage, r.FinalAgent, r.FinishReason = &e.Usage, e.FinalAgent, e.FinishReason
 		case *loop.RunFailed:
 			info := e.Error
 			r.Status, r.Error = store.RunFailed, &info

@@ -23,6 +23,7 @@ agents:
     script:
       - call: {name: echo, args: {text: "84"}, id: c1}
       - text: The answer is 84.
+        finish: stop
 `
 
 func TestSubmitRunsToCompletion(t *testing.T) {
@@ -52,6 +53,8 @@ func TestSubmitRunsToCompletion(t *testing.T) {
 	st, err := f.Client.Status(ctx, rep.RunID)
 	require.NoError(t, err)
 	require.Equal(t, "The answer is 84.", st.Result.Output)
+	require.NotNil(t, st.Result.FinishReason)
+	require.Equal(t, "stop", *st.Result.FinishReason)
 	require.Equal(t, 1, st.Attempt)
 	require.Equal(t, "w1", st.Worker)
 
