@@ -33,6 +33,8 @@ type Worker struct {
 	ctlSub *nats.Subscription
 
 	presenceSub *nats.Subscription
+	deadSub     *nats.Subscription
+	runsStream  jetstream.Stream
 	reaperCtx   context.Context
 	stopReaper  context.CancelFunc
 	reaperDone  chan struct{}
@@ -131,6 +133,9 @@ func (w *Worker) Start(ctx context.Context) error {
 	if w.ctlSub, err = w.cfg.Conn.Subscribe(w.names.Prefix()+".control.*", w.onControl); err != nil {
 		return fmt.Errorf("worker: control subscription: %w", err)
 	}
+	if err := w.startDeadLetters(ctx); err != nil {
+		return fmt.Errorf("worker: dead-letter subscription: %w", err)
+	}
 	w.reaperCtx, w.stopReaper = context.WithCancel(context.Background())
 	if err := w.startTakeover(w.reaperCtx); err != nil {
 		w.stopReaper()
@@ -181,6 +186,9 @@ func (w *Worker) Stop(ctx context.Context) error {
 	w.interrupt(ErrShutdown)
 	if w.presenceSub != nil {
 		_ = w.presenceSub.Unsubscribe()
+	}
+	if w.deadSub != nil {
+		_ = w.deadSub.Unsubscribe()
 	}
 	w.stopReaper()
 	if w.reaperDone != nil {
