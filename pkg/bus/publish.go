@@ -333,6 +333,12 @@ func (r *RunPublisher) acknowledged(pe *pendingEvent, ack *jetstream.PubAck) {
 // (error, or no ack within AckTimeout) starts repair. Lock held.
 func (r *RunPublisher) settleOldest(ctx context.Context) error {
 	pe := r.pending[0]
+	if r.p.js.Conn().IsClosed() {
+		// No ack will come on a closed connection: fail now, not after the
+		// ack timeout (a worker whose connection died stops promptly).
+		r.err = &PublishError{RunID: r.runID, Seq: pe.seq, Err: nats.ErrConnectionClosed}
+		return r.err
+	}
 	if pe.fut == nil {
 		return r.repair(ctx)
 	}

@@ -247,3 +247,29 @@ func TestPublish(t *testing.T) {
 		require.Contains(t, err.Error(), "MaxPending")
 	})
 }
+
+// A publisher whose connection closed fails at once instead of waiting the
+// ack timeout for acks that cannot come.
+func TestPublishOnClosedConnectionFailsFast(t *testing.T) {
+	t.Parallel()
+	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	nc, err := srv.Connect()
+	require.NoError(t, err)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = bus.Provision(ctx, js, bus.ProvisionConfig{})
+	require.NoError(t, err)
+	pub, err := bus.NewPublisher(js, bus.PublisherConfig{AckTimeout: time.Minute})
+	require.NoError(t, err)
+	rp, err := pub.Open(ctx, "r1", bus.JSON)
+	require.NoError(t, err)
+	_, _ = rp.Publish(ctx, &loop.TextDelta{Delta: "x"})
+	nc.Close()
+	start := time.Now()
+	err = rp.Flush(ctx)
+	require.Error(t, err)
+	require.Less(t, time.Since(start), 10*time.Second)
+}
