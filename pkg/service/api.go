@@ -341,6 +341,7 @@ func (a *API) Inject(ctx context.Context, runID string, req *bus.InjectRequest) 
 	if err != nil {
 		return nil, err
 	}
+	a.notify(runID)
 	return &bus.InjectReply{Token: tok}, nil
 }
 

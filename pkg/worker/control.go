@@ -30,6 +30,9 @@ func (w *Worker) onControl(m *nats.Msg) {
 	case ar.notify <- struct{}{}:
 	default:
 	}
+	if mb := ar.loadMailbox(); mb != nil {
+		mb.touch() // perhaps an inject: read the mailbox at the next turn
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if cr, err := w.st.Control().CancelRequested(ctx, runID); err == nil && cr != nil {

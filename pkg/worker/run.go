@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -25,7 +26,11 @@ type activeRun struct {
 	seq    uint64 // stream sequence of the request
 	cancel *loop.CancelToken
 	notify chan struct{} // a control change arrived (approval decided)
+	// mailbox is set once the run's options are built.
+	mailbox atomic.Pointer[runMailbox]
 }
+
+func (ar *activeRun) loadMailbox() *runMailbox { return ar.mailbox.Load() }
 
 // delivery is one claim of a run request.
 type delivery struct {
@@ -337,10 +342,12 @@ func cancelReason(r string) string {
 
 // runOptions builds the loop options of a request.
 func (w *Worker) runOptions(req *bus.RunRequest, runID string, ag *catalog.Agent, ar *activeRun, firstClaim bool) ([]loop.RunOption, error) {
-	mb, err := w.st.Mailbox(runID)
+	smb, err := w.st.Mailbox(runID)
 	if err != nil {
 		return nil, err
 	}
+	mb := newRunMailbox(smb)
+	ar.mailbox.Store(mb)
 	ifExists := loop.IfRunExists(req.IfRunExists)
 	if !firstClaim || ifExists == "" {
 		// A redelivery continues the same submission.
