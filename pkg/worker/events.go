@@ -24,10 +24,13 @@ type eventSink struct {
 	last     *bus.Envelope // the stream's last event before this claim
 	replay   bool
 	terminal bool
-	fenced   bool
-	err      error
-	turnT0   time.Time
-	toolT0   map[string]time.Time
+	// seen is true once the loop produced any event (a run that fails
+	// before RunStarted produces none).
+	seen   bool
+	fenced bool
+	err    error
+	turnT0 time.Time
+	toolT0 map[string]time.Time
 }
 
 // inFlightTurn reports whether the last published event leaves a turn open.
@@ -45,6 +48,7 @@ func inFlightTurn(last *bus.Envelope) bool {
 
 // publish sends one event; false stops the stream (publishing failed).
 func (s *eventSink) publish(ctx context.Context, ev loop.Event) bool {
+	s.seen = true
 	if s.err != nil {
 		return false
 	}

@@ -442,6 +442,23 @@ func (w *Worker) settle(ctx context.Context, d *delivery, sink *eventSink, rp *b
 		log.Warn("event publishing failed; releasing the run", "error", sink.err)
 		_ = d.msg.NakWithDelay(time.Second)
 		return
+	case !sink.seen && runErr != nil && w.runCtx.Err() == nil && !errors.Is(runErr, context.Canceled):
+		// The loop refused the run before it started (if_run_exists,
+		// resume_only without a checkpoint, an agent that cannot be
+		// resumed, a plugin setup failure): a clear run_failed, and the
+		// request is terminated — retrying cannot help.
+		info := loop.Describe(runErr)
+		if _, err := rp.Publish(context.WithoutCancel(ctx), &loop.RunFailed{Error: info, Err: runErr}); err == nil {
+			_ = rp.Close(ctx)
+		}
+		_, _ = w.st.Runs().Modify(context.WithoutCancel(ctx), runID, func(r *store.RunRecord) error {
+			r.Status, r.Error, r.FinishedAt = store.RunFailed, &info, w.cfg.Clock().UTC()
+			return nil
+		})
+		w.m.failed.WithLabelValues(ag.Name, info.Type).Inc()
+		log.Warn("run refused before it started", "error", runErr)
+		_ = d.msg.TermWithReason(info.Type + ": " + info.Message)
+		return
 	case !sink.terminal:
 		// Interrupted without a terminal event (shutdown, lost NATS):
 		// release it at once for another worker.
