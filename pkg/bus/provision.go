@@ -33,7 +33,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig)
 	}
 	names, _ := NewNames(cfg.Prefix)
 	p := &provisioner{js: js, cfg: cfg, report: &ProvisionReport{}}
-	streams := []jetstream.StreamConfig{runsStreamConfig(names, cfg), eventsStreamConfig(names, cfg)}
+	streams := []jetstream.StreamConfig{runsStreamConfig(names, cfg), eventsStreamConfig(names, cfg), deadLetterStreamConfig(names, cfg)}
 	for _, b := range []struct {
 		name string
 		cfg  BucketConfig
@@ -58,6 +58,26 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig)
 		}
 	}
 	return p.report, nil
+}
+
+// deadLetterStreamConfig keeps max-deliveries advisories until a worker
+// handled them (work queue: each once).
+func deadLetterStreamConfig(n Names, c ProvisionConfig) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:              n.DeadLetterStream(),
+		Description:       "Lovia: max-deliveries advisories of run requests, until a worker fails the run",
+		Subjects:          []string{n.MaxDeliveriesAdvisory()},
+		Retention:         jetstream.WorkQueuePolicy,
+		Storage:           c.Storage,
+		Replicas:          c.Replicas,
+		Discard:           jetstream.DiscardOld,
+		MaxAge:            30 * 24 * time.Hour,
+		MaxBytes:          -1,
+		MaxMsgs:           -1,
+		MaxMsgsPerSubject: -1,
+		MaxMsgSize:        -1,
+		Duplicates:        2 * time.Minute,
+	}
 }
 
 func runsStreamConfig(n Names, c ProvisionConfig) jetstream.StreamConfig {

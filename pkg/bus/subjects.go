@@ -125,6 +125,20 @@ func (n Names) EventsStream() string { return n.upper() + "_EVENTS" }
 // claim runs from.
 func (n Names) WorkersConsumer() string { return "workers" }
 
+// DeadLetterStream is the stream that keeps the server's max-deliveries
+// advisories of the workers consumer (at-most-once core messages) until a
+// worker has failed the run they name.
+func (n Names) DeadLetterStream() string { return n.upper() + "_DLQ" }
+
+// DeadLetterConsumer is the workers' shared durable consumer on it.
+func (n Names) DeadLetterConsumer() string { return "deadletters" }
+
+// MaxDeliveriesAdvisory is the advisory subject the server publishes when
+// a run request reached the workers consumer's MaxDeliver.
+func (n Names) MaxDeliveriesAdvisory() string {
+	return "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + n.RunsStream() + "." + n.WorkersConsumer()
+}
+
 // SessionsBucket is the KV bucket of conversation segments.
 func (n Names) SessionsBucket() string { return n.lower() + "_sessions" }
 

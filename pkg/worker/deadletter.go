@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/loop"
@@ -19,8 +19,8 @@ const TypeMaxDeliveries = "MaxDeliveriesExceeded"
 
 // Dead letters. When a run request reaches the consumer's MaxDeliver (its
 // workers kept dying or releasing it), the server stops delivering it but
-// leaves it in the work queue, and says so in an advisory. One worker of the
-// fleet (a queue group) ends such a run for good: run_failed with
+// leaves it in the work queue, and says so in an advisory, which the
+// dead-letter stream keeps. One worker of the fleet ends such a run for good: run_failed with
 // MaxDeliveriesExceeded (unless a terminal event is already out), the index
 // marked failed, the request deleted — so the run is never stuck "running".
 
@@ -31,27 +31,59 @@ type maxDeliveriesAdvisory struct {
 	Deliveries uint64 `json:"deliveries"`
 }
 
-func (w *Worker) deadLetterSubject() string {
-	return "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + w.names.RunsStream() + "." + w.names.WorkersConsumer()
-}
-
+// startDeadLetters binds the dead-letter stream (which keeps the
+// advisories even while no worker runs) through the shared durable
+// consumer, and starts the loop that handles them.
 func (w *Worker) startDeadLetters(ctx context.Context) error {
 	runs, err := w.js.Stream(ctx, w.names.RunsStream())
 	if err != nil {
 		return err
 	}
 	w.runsStream = runs
-	sub, err := w.cfg.Conn.QueueSubscribe(w.deadLetterSubject(), w.names.Prefix()+"-deadletters", w.onMaxDeliveries)
+	cons, err := w.js.CreateOrUpdateConsumer(ctx, w.names.DeadLetterStream(), jetstream.ConsumerConfig{
+		Durable:     w.names.DeadLetterConsumer(),
+		Description: "Lovia workers: fail runs that reached max deliveries",
+		AckPolicy:   jetstream.AckExplicitPolicy,
+		AckWait:     10 * time.Second,
+		MaxDeliver:  5,
+	})
 	if err != nil {
-		return err
+		return fmt.Errorf("dead-letter consumer on %s: %w (provision the streams first)", w.names.DeadLetterStream(), err)
 	}
-	w.deadSub = sub
+	w.deadCtx, w.stopDead = context.WithCancel(context.Background())
+	w.deadDone = make(chan struct{})
+	go w.deadLetterLoop(cons)
 	return nil
 }
 
-func (w *Worker) onMaxDeliveries(m *nats.Msg) {
+func (w *Worker) deadLetterLoop(cons jetstream.Consumer) {
+	defer close(w.deadDone)
+	for w.deadCtx.Err() == nil {
+		fctx, cancel := context.WithTimeout(w.deadCtx, 5*time.Second)
+		batch, err := cons.Fetch(1, jetstream.FetchContext(fctx))
+		if err != nil {
+			cancel()
+			select {
+			case <-w.deadCtx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		for m := range batch.Messages() {
+			if w.deadCtx.Err() != nil {
+				_ = m.Nak() // stopping: hand it to another worker at once
+				continue
+			}
+			w.onMaxDeliveries(m.Data())
+			_ = m.Ack()
+		}
+		cancel()
+	}
+}
+
+func (w *Worker) onMaxDeliveries(data []byte) {
 	var adv maxDeliveriesAdvisory
-	if err := json.Unmarshal(m.Data, &adv); err != nil || adv.StreamSeq == 0 {
+	if err := json.Unmarshal(data, &adv); err != nil || adv.StreamSeq == 0 {
 		w.log.Warn("dead letter: unreadable max-deliveries advisory", "error", err)
 		return
 	}

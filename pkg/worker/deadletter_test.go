@@ -71,3 +71,42 @@ agents:
 		return err == nil && info.State.Msgs == 0
 	}, 5*time.Second, 20*time.Millisecond)
 }
+
+// The advisory is kept in the dead-letter stream whatever the timing: when
+// the only worker stops right as the run reaches MaxDeliver, either it or
+// the next worker to start fails the run — it is never left running.
+func TestMaxDeliveriesSurvivesShutdown(t *testing.T) {
+	t.Parallel()
+	const sleeper = `
+agents:
+  - name: sleeper
+    model: scripted
+    tools: [sleep]
+    script:
+      - call: {name: sleep, args: {ms: 60000}, id: s1}
+      - text: never
+`
+	maxDeliver := func(c *worker.Config) {
+		c.SkipProvision = false
+		c.Provision.Workers.MaxDeliver = 1
+	}
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: sleeper, Worker: maxDeliver})
+	ctx := context.Background()
+	rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "sleeper", Input: bus.TextInput("go")})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		st, err := f.Client.Status(ctx, rep.RunID)
+		return err == nil && st.Status == bus.StateRunning
+	}, 10*time.Second, 20*time.Millisecond)
+	stopNow, cancel := context.WithCancel(ctx)
+	cancel()
+	require.NoError(t, f.Workers[0].Stop(stopNow))
+
+	cfg := worker.Config{Conn: f.Connect(), Catalog: f.Catalog, ID: "late"}
+	maxDeliver(&cfg)
+	f.StartWorker(cfg)
+	envs := f.Events(rep.RunID, 15*time.Second)
+	last, err := envs[len(envs)-1].Event()
+	require.NoError(t, err)
+	require.Equal(t, worker.TypeMaxDeliveries, last.(*loop.RunFailed).Error.Type)
+}

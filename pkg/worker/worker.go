@@ -33,7 +33,9 @@ type Worker struct {
 	ctlSub *nats.Subscription
 
 	presenceSub *nats.Subscription
-	deadSub     *nats.Subscription
+	deadCtx     context.Context
+	stopDead    context.CancelFunc
+	deadDone    chan struct{}
 	runsStream  jetstream.Stream
 	reaperCtx   context.Context
 	stopReaper  context.CancelFunc
@@ -187,8 +189,9 @@ func (w *Worker) Stop(ctx context.Context) error {
 	if w.presenceSub != nil {
 		_ = w.presenceSub.Unsubscribe()
 	}
-	if w.deadSub != nil {
-		_ = w.deadSub.Unsubscribe()
+	if w.stopDead != nil {
+		w.stopDead()
+		<-w.deadDone
 	}
 	w.stopReaper()
 	if w.reaperDone != nil {
