@@ -136,6 +136,15 @@ func TestAuth(t *testing.T) {
 	resp, _ = b.do(t, http.MethodGet, "/v1/agents", "", "Authorization", "bearer s3cret")
 	require.Equal(t, http.StatusOK, resp.StatusCode, "the scheme is case-insensitive")
 
+	// Event streams take ?access_token= (a browser EventSource sends no
+	// headers); other routes do not.
+	resp, _ = b.do(t, http.MethodGet, "/v1/runs/ghost/events?access_token=s3cret", "")
+	require.Equal(t, http.StatusNotFound, resp.StatusCode, "authorized by the query token, then an unknown run")
+	resp, _ = b.do(t, http.MethodGet, "/v1/runs/ghost/events?access_token=wrong", "")
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	resp, _ = b.do(t, http.MethodGet, "/v1/agents?access_token=s3cret", "")
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+
 	resp, _ = b.do(t, http.MethodGet, "/healthz", "")
 	require.Equal(t, http.StatusOK, resp.StatusCode, "healthz needs no token")
 	resp, _ = b.do(t, http.MethodGet, "/metrics", "")

@@ -99,6 +99,13 @@ func (g *Gateway) authorized(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok && r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/events") {
+		// A browser EventSource cannot send headers: event streams also
+		// take the token as ?access_token= (RFC 6750 §2.3).
+		if q := r.URL.Query().Get("access_token"); q != "" {
+			scheme, token, ok = "Bearer", q, true
+		}
+	}
 	if ok && strings.EqualFold(scheme, "Bearer") {
 		sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
 		match := 0
