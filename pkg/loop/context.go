@@ -99,6 +99,7 @@ type RunContext struct {
 	CancelToken *CancelToken
 
 	runner  *Runner
+	tracer  Tracer
 	mu      sync.Mutex
 	agent   *Agent
 	turn    int

@@ -83,7 +83,7 @@ func newRun(ctx context.Context, r *Runner, agent *Agent, input []Entry, o runOp
 	}
 	ru.rc = &RunContext{
 		Deps: o.deps, RunID: o.runID, SessionID: o.sessionID, Metadata: o.metadata,
-		Budget: o.budget, Mailbox: mb, CancelToken: cancel, runner: r,
+		Budget: o.budget, Mailbox: mb, CancelToken: cancel, runner: r, tracer: tracer,
 	}
 	ru.retry = o.retry
 	if ru.retry == nil {

@@ -36,6 +36,9 @@ func (a *Agent) AsTool(name, description string, opts ...ToolOption) *Tool {
 			runner = NewRunner(RunnerConfig{})
 		}
 		ropts := []RunOption{WithDeps(rc.Deps), WithCancelToken(rc.CancelToken), WithParent(rc)}
+		if rc.tracer != nil {
+			ropts = append(ropts, WithTracer(rc.tracer))
+		}
 		if rc.Budget != nil {
 			ropts = append(ropts, WithBudget(*rc.Budget))
 		}
