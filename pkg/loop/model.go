@@ -294,6 +294,7 @@ func (ru *run) compactView(overflow bool, window int) ([]Entry, int, error) {
 	req := &CompactRequest{
 		Entries: tr, Provider: ru.act.provider, Model: ru.act.info.Model, Tools: ru.act.schemas,
 		LastInputTokens: ru.lastInputTokens, Overflow: overflow, ReportedWindow: window, State: ru.contextState,
+		AddUsage: ru.rc.AddUsage,
 	}
 	if overflow {
 		req.LastInputTokens = 0

@@ -23,6 +23,9 @@ type CompactRequest struct {
 	// State is the policy's sticky scratch, owned by the run and carried in
 	// checkpoints and session meta. The policy may modify it.
 	State map[string]any
+	// AddUsage bills the run for model calls the policy makes (summaries).
+	// Nil when there is no run to bill.
+	AddUsage func(Usage)
 }
 
 // CompactResult is a policy's answer.

@@ -80,7 +80,7 @@ func (s Summarize) Plan(ctx context.Context, pc *PlanContext) (bool, error) {
 	decided := false
 	for start < end {
 		cut := pc.chunkEnd(start, end, chunkCap)
-		req := &SummaryRequest{Provider: pc.req.Provider, Model: pc.req.Model, Entries: pc.r.body(start, cut)}
+		req := &SummaryRequest{Provider: pc.req.Provider, Model: pc.req.Model, Entries: pc.r.body(start, cut), AddUsage: pc.req.AddUsage}
 		if st.summary != nil {
 			req.Prior = st.summary.Text
 		}

@@ -32,6 +32,8 @@ type SummaryRequest struct {
 	Prior string
 	// Entries are the rendered entries to fold in (markers, not payloads).
 	Entries []loop.Entry
+	// AddUsage bills the run for the summarizer's model calls (may be nil).
+	AddUsage func(loop.Usage)
 }
 
 // Sections are the six markdown headings every summary carries.
@@ -153,7 +155,7 @@ func (s *LLMSummarizer) Summarize(ctx context.Context, req *SummaryRequest) (str
 		},
 		Settings: loop.ModelSettings{Temperature: &zero, MaxTokens: maxTokens},
 	}
-	text, err := complete(ctx, p, mr)
+	text, err := complete(ctx, p, mr, req.AddUsage)
 	if err != nil {
 		return "", err
 	}
@@ -165,14 +167,20 @@ func (s *LLMSummarizer) Summarize(ctx context.Context, req *SummaryRequest) (str
 		loop.AssistantText(text),
 		loop.UserText("Your summary is missing these sections: "+strings.Join(missing, ", ")+
 			". Answer again with the complete summary and all six sections, in order."))
-	return complete(ctx, p, mr)
+	return complete(ctx, p, mr, req.AddUsage)
 }
 
 // complete streams one request and returns its text.
-func complete(ctx context.Context, p loop.Provider, mr *loop.ModelRequest) (string, error) {
+func complete(ctx context.Context, p loop.Provider, mr *loop.ModelRequest, addUsage func(loop.Usage)) (string, error) {
 	var text strings.Builder
 	var entries []string
+	var usage loop.Usage
 	finish := ""
+	defer func() {
+		if addUsage != nil && !usage.IsZero() {
+			addUsage(usage)
+		}
+	}()
 	err := p.Stream(ctx, mr, func(d loop.Delta) error {
 		switch d.Kind {
 		case loop.DeltaText:
@@ -183,6 +191,8 @@ func complete(ctx context.Context, p loop.Provider, mr *loop.ModelRequest) (stri
 			}
 		case loop.DeltaFinish:
 			finish = d.Finish
+		case loop.DeltaUsage:
+			usage = d.Usage
 		}
 		return nil
 	})
