@@ -36,9 +36,11 @@ lint:
 fuzz:
 	@./scripts/fuzz.sh $(FUZZTIME)
 
-## build: binaries into ./bin
+## build: binaries into ./bin (lovia, worker, gateway)
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -o $(BIN)/lovia ./cmd/cli
+	$(GO) build -o $(BIN)/worker ./cmd/worker
+	$(GO) build -o $(BIN)/gateway ./cmd/gateway
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
