@@ -124,3 +124,29 @@ func TestRunFailureExitsOne(t *testing.T) {
 	require.Equal(t, ExitFailure, code)
 	require.Contains(t, errb.String(), "UnknownAgent")
 }
+
+// lovia run asks on the terminal for approvals: "y" approves, anything
+// else rejects.
+func TestRunAsksForApprovals(t *testing.T) {
+	agents := t.TempDir() + "/agents.yaml"
+	require.NoError(t, os.WriteFile(agents, []byte(`
+agents:
+  - name: gated
+    model: scripted
+    tools: [echo]
+    approval: [echo]
+    script:
+      - call: {name: echo, args: {text: approved-output}, id: c1}
+      - text: finished
+`), 0o644))
+	url := startDev(t, "--agents", agents)
+	env := getenv(map[string]string{"NATS_URL": url})
+	for answer, want := range map[string]string{"y\n": "← echo: approved-output", "n\n": "✗ echo: Tool echo was not approved."} {
+		var out, errb bytes.Buffer
+		code := Main(context.Background(), []string{"run", "--agent", "gated", "go"}, strings.NewReader(answer), &out, &errb, env)
+		require.Equal(t, ExitOK, code, errb.String())
+		require.Contains(t, errb.String(), "? approve echo(")
+		require.Contains(t, out.String(), want)
+		require.Contains(t, out.String(), "finished")
+	}
+}
