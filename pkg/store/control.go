@@ -238,3 +238,27 @@ func (c *Control) WatchOwners(ctx context.Context) (<-chan Ownership, error) {
 	}()
 	return out, nil
 }
+
+// ClearOtherOwners removes the ownership records other workers hold for
+// run (a worker that claims a redelivered run retires its predecessors'
+// records, so no survivor releases the new delivery by mistake). It returns
+// how many it removed.
+func (c *Control) ClearOtherOwners(ctx context.Context, worker, runID string) (int, error) {
+	if err := checkID("clear owners", "run id", runID); err != nil {
+		return 0, err
+	}
+	entries, err := c.b.list(ctx, "own.*."+runID)
+	if err != nil {
+		return 0, wrapErr("clear owners", runID, err)
+	}
+	n := 0
+	for _, e := range entries {
+		if e.Key() == ownerKey(worker, runID) {
+			continue
+		}
+		if err := c.b.purgeKey(ctx, e.Key(), e.Revision()); err == nil {
+			n++
+		}
+	}
+	return n, nil
+}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"time"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -60,4 +61,39 @@ func TestControlDecisionsAndCancel(t *testing.T) {
 	cr, err = c.CancelRequested(ctx, "r1")
 	require.NoError(t, err)
 	require.Nil(t, cr)
+}
+
+func TestClearOtherOwners(t *testing.T) {
+	t.Parallel()
+	_, st := newStore(t, Config{})
+	ctx := context.Background()
+	c := st.Control()
+	require.NoError(t, c.SetOwner(ctx, "dead", "r1", "$JS.ACK.a"))
+	require.NoError(t, c.SetOwner(ctx, "older", "r1", "$JS.ACK.b"))
+	require.NoError(t, c.SetOwner(ctx, "me", "r1", "$JS.ACK.c"))
+	require.NoError(t, c.SetOwner(ctx, "dead", "r2", "$JS.ACK.d"))
+	n, err := c.ClearOtherOwners(ctx, "me", "r1")
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	wctx, stop := context.WithCancel(ctx)
+	updates, err := c.WatchOwners(wctx)
+	require.NoError(t, err)
+	defer func() {
+		stop()
+		for range updates { // closed once the watcher stopped
+		}
+	}()
+	seen := map[string]bool{}
+	timeout := time.After(5 * time.Second)
+	for len(seen) < 2 {
+		select {
+		case o := <-updates:
+			if !o.Deleted {
+				seen[o.Worker+"/"+o.RunID] = true
+			}
+		case <-timeout:
+			t.Fatalf("saw %v", seen)
+		}
+	}
+	require.Equal(t, map[string]bool{"me/r1": true, "dead/r2": true}, seen)
 }

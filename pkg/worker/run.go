@@ -292,6 +292,15 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 	}
 	_ = rec
 
+	if !d.firstClaim {
+		// Retire the records of the workers that held this run before, so
+		// no survivor's reaper NAKs this delivery thinking it is theirs.
+		if n, err := w.st.Control().ClearOtherOwners(ctx, w.cfg.ID, runID); err != nil {
+			log.Warn("clearing earlier ownership records failed", "error", err)
+		} else if n > 0 {
+			log.Debug("cleared earlier ownership records", "count", n)
+		}
+	}
 	if ack := d.msg.Reply(); ack != "" {
 		if err := w.st.Control().SetOwner(ctx, w.cfg.ID, runID, ack); err != nil {
 			log.Warn("recording run ownership failed; a crash of this worker will be noticed after the ack wait only", "error", err)
