@@ -2,8 +2,8 @@ package store
 
 import (
 	"context"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
