@@ -24,7 +24,6 @@ var (
 	ErrAbandoned         = errors.New("run abandoned: the stream consumer stopped before the terminal event")
 	ErrNoSnapshot        = errors.New("no snapshot")
 	ErrFenced            = errors.New("checkpoint fenced: another writer owns this run")
-	ErrSegmentConflict   = errors.New("session segment conflict")
 	ErrMailboxTokenEmpty = errors.New("mailbox token is empty")
 )
 
