@@ -291,3 +291,57 @@ func TestStalledOwnerIsFenced(t *testing.T) {
 	require.Equal(t, bus.StateCompleted, st.Status)
 	require.Equal(t, "wB", st.Worker)
 }
+
+// A failed run whose worker dies after publishing run_failed but before the
+// ack is not run again when the request is redelivered: its checkpoint is
+// resumable (interrupted), but this submission already ended — exactly one
+// terminal event.
+func TestCrashAfterRunFailedBeforeAck(t *testing.T) {
+	t.Parallel()
+	const looper = `
+agents:
+  - name: looper
+    model: scripted
+    tools: [echo]
+    max_turns: 1
+    script:
+      - call: {name: echo, args: {text: a}, id: c1}
+      - call: {name: echo, args: {text: b}, id: c2}
+      - text: never
+`
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: looper, Worker: func(c *worker.Config) {
+		c.AckWait, c.Heartbeat, c.SkipProvision = time.Second, 300*time.Millisecond, false
+	}})
+	ctx := context.Background()
+	require.NoError(t, f.Workers[0].Stop(ctx))
+	proxy := startFaultProxy(t, f.Server.ClientURL(), "Lovia-Event: run_failed", false)
+	connA, err := nats.Connect(proxy.url(), nats.NoReconnect())
+	require.NoError(t, err)
+	t.Cleanup(connA.Close)
+	a := f.StartWorker(worker.Config{Conn: connA, Catalog: f.Catalog, ID: "wA", SkipProvision: true,
+		AckWait: time.Second, Heartbeat: 300 * time.Millisecond, ShutdownGrace: 10 * time.Millisecond})
+
+	rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "looper", Input: bus.TextInput("x")})
+	require.NoError(t, err)
+	first := f.Events(rep.RunID, 10*time.Second)
+	require.Equal(t, loop.EventRunFailed, first[len(first)-1].Type)
+	select {
+	case <-proxy.fired:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the proxy never saw run_failed")
+	}
+	require.NoError(t, a.Stop(ctx))
+	ci, err := f.JS.Consumer(ctx, "LOVIA_RUNS", "workers")
+	require.NoError(t, err)
+	info, err := ci.Info(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, info.NumAckPending, "A acked before dying: the test did not crash it in time")
+
+	f.StartWorker(withConfig(workerConfig(t, f, "wB"), func(c *worker.Config) { c.AckWait = time.Second; c.Heartbeat = 300 * time.Millisecond }))
+	waitIdle(t, f, 10*time.Second)
+	info, err = ci.Info(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, info.Delivered.Consumer, "the request was delivered twice: to A, then to B")
+	envs := runEvents(t, f, rep.RunID)
+	require.Equal(t, fleettest.Types(first), fleettest.Types(envs), "nothing new was published")
+}

@@ -56,7 +56,9 @@ func (s *eventSink) publish(ctx context.Context, ev loop.Event) bool {
 	flush := false
 	switch e := ev.(type) {
 	case *loop.RunStarted:
-		resumed := !s.d.firstClaim
+		// run_resumed only when an earlier claim of this submission
+		// published something; otherwise this is its first visible start.
+		resumed := !s.d.firstClaim && s.d.published
 		if s.replay && !resumed {
 			return true
 		}

@@ -37,7 +37,10 @@ type delivery struct {
 	msg        jetstream.Msg
 	meta       *jetstream.MsgMetadata
 	firstClaim bool
-	log        *slog.Logger
+	// published is true when events of this submission are already in the
+	// stream (an earlier claim published them).
+	published bool
+	log       *slog.Logger
 }
 
 // handle executes one delivery from claim to ack.
@@ -179,7 +182,14 @@ func (w *Worker) lastEvent(ctx context.Context, runID string) (*bus.Envelope, er
 		}
 		return nil, err
 	}
-	return bus.DecodeEnvelope(raw.Header, raw.Data)
+	env, err := bus.DecodeEnvelope(raw.Header, raw.Data)
+	if err != nil {
+		return nil, err
+	}
+	// The server's storage time: comparable with the request's (both are
+	// the cluster's clock), unlike the publishing worker's event time.
+	env.Time = raw.Time
+	return env, nil
 }
 
 // execute runs a valid request.
@@ -231,6 +241,15 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 	if err != nil {
 		log.Warn("reading the run's last event failed; releasing the run", "error", err)
 		_ = d.msg.NakWithDelay(time.Second)
+		return
+	}
+	// Events stored after this request was: this submission's own.
+	d.published = last != nil && !last.Time.Before(d.meta.Timestamp)
+	if !d.firstClaim && d.published && last.IsTerminal() && !replay {
+		// This submission already ended (its terminal event is out; the
+		// worker died before the ack): exactly one terminal event.
+		log.Info("redelivered request of a run that already ended; acknowledging it")
+		_ = d.msg.DoubleAck(ctx)
 		return
 	}
 	if replay && (d.firstClaim || (last != nil && last.IsTerminal())) {
