@@ -35,6 +35,7 @@ type workerFlags struct {
 	concurrency int
 	ackWait     time.Duration
 	replicas    int
+	coalesce    time.Duration
 	logLevel    string
 }
 
@@ -46,6 +47,7 @@ func addWorkerFlags(fs *flag.FlagSet) *workerFlags {
 	fs.DurationVar(&f.ackWait, "ack-wait", worker.DefaultAckWait, "claim ack wait: a silent worker loses its runs after this")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.IntVar(&f.replicas, "replicas", 1, "replicas of the streams and buckets this worker creates (3 on a cluster)")
+	fs.DurationVar(&f.coalesce, "coalesce", 50*time.Millisecond, "send streamed text as one event at most this often (0: one event per model delta)")
 	return f
 }
 
@@ -196,7 +198,7 @@ func startWorkerProcess(ctx context.Context, nc *nats.Conn, prefix, id string, w
 		return nil, nil, err
 	}
 	w, err := worker.New(worker.Config{
-		Conn: nc, Catalog: deps.catalog, Prefix: prefix, ID: id, Concurrency: wf.concurrency, AckWait: wf.ackWait,
+		Conn: nc, Catalog: deps.catalog, Prefix: prefix, ID: id, Concurrency: wf.concurrency, AckWait: wf.ackWait, CoalesceDeltas: wf.coalesce,
 		SkipProvision: true, Registry: deps.registry, ContextPolicy: policy, Logger: log, Metrics: reg,
 	})
 	if err != nil {

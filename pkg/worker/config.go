@@ -44,6 +44,12 @@ type Config struct {
 	// ShutdownGrace is how long Stop lets runs finish before interrupting
 	// them at a checkpoint. Default 10s.
 	ShutdownGrace time.Duration
+	// CoalesceDeltas, when positive, sends consecutive text (or reasoning)
+	// deltas as one event at most this often (and every 512 bytes), so a
+	// model streaming token by token costs the event stream tens of
+	// messages a second per run, not hundreds. Their concatenation is
+	// unchanged. Default 0: every delta is its own event.
+	CoalesceDeltas time.Duration
 	// MaxRequestBytes caps a run request. Default 1 MiB.
 	MaxRequestBytes int
 	// Provision configures streams and buckets created at Start. Its

@@ -3,6 +3,8 @@ package worker
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
@@ -31,6 +33,94 @@ type eventSink struct {
 	err    error
 	turnT0 time.Time
 	toolT0 map[string]time.Time
+
+	// Delta coalescing (Config.CoalesceDeltas > 0): consecutive text (or
+	// reasoning) deltas are sent as one event when CoalesceDeltas passed
+	// since the first of them, when 512 bytes gathered, or before any other
+	// event. Their concatenation is unchanged.
+	coalesce time.Duration
+	mu       sync.Mutex
+	pendKind loop.EventType
+	pendHdr  loop.EventHeader
+	pend     strings.Builder
+	timer    *time.Timer
+	closed   bool
+}
+
+// maxCoalesced is the size at which gathered deltas are sent at once.
+const maxCoalesced = 512
+
+// publish sends an event, coalescing deltas when configured; false stops
+// the stream (publishing failed).
+func (s *eventSink) publish(ctx context.Context, ev loop.Event) bool {
+	if s.coalesce <= 0 {
+		return s.publishOne(ctx, ev)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch e := ev.(type) {
+	case *loop.TextDelta:
+		return s.gather(ctx, loop.EventTextDelta, e.EventHeader, e.Delta)
+	case *loop.ReasoningDelta:
+		return s.gather(ctx, loop.EventReasoningDelta, e.EventHeader, e.Delta)
+	}
+	if !s.flushDeltas(ctx) {
+		return false
+	}
+	return s.publishOne(ctx, ev)
+}
+
+func (s *eventSink) gather(ctx context.Context, kind loop.EventType, hdr loop.EventHeader, text string) bool {
+	if s.pendKind != "" && s.pendKind != kind && !s.flushDeltas(ctx) {
+		return false
+	}
+	if s.pendKind == "" {
+		s.pendKind, s.pendHdr = kind, hdr
+		s.timer = time.AfterFunc(s.coalesce, func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if !s.closed {
+				s.flushDeltas(context.Background())
+			}
+		})
+	}
+	s.pend.WriteString(text)
+	if s.pend.Len() >= maxCoalesced {
+		return s.flushDeltas(ctx)
+	}
+	return true
+}
+
+// flushDeltas sends the gathered deltas as one event (s.mu held).
+func (s *eventSink) flushDeltas(ctx context.Context) bool {
+	if s.pendKind == "" {
+		return s.err == nil
+	}
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
+	var ev loop.Event
+	if s.pendKind == loop.EventTextDelta {
+		ev = &loop.TextDelta{EventHeader: s.pendHdr, Delta: s.pend.String()}
+	} else {
+		ev = &loop.ReasoningDelta{EventHeader: s.pendHdr, Delta: s.pend.String()}
+	}
+	s.pendKind = ""
+	s.pend.Reset()
+	return s.publishOne(ctx, ev)
+}
+
+// close stops the coalescing timer; gathered deltas of an interrupted run
+// are provisional and dropped.
+func (s *eventSink) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
 }
 
 // inFlightTurn reports whether the last published event leaves a turn open.
@@ -46,8 +136,8 @@ func inFlightTurn(last *bus.Envelope) bool {
 	return true
 }
 
-// publish sends one event; false stops the stream (publishing failed).
-func (s *eventSink) publish(ctx context.Context, ev loop.Event) bool {
+// publishOne sends one event; false stops the stream (publishing failed).
+func (s *eventSink) publishOne(ctx context.Context, ev loop.Event) bool {
 	s.seen = true
 	if s.err != nil {
 		return false

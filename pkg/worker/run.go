@@ -347,13 +347,14 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 		w.finishPoison(ctx, d, rp, runID, err)
 		return
 	}
-	sink := &eventSink{w: w, d: d, rp: rp, runID: runID, agent: ag.Name, attempt: attempt, last: last, replay: replay}
+	sink := &eventSink{w: w, d: d, rp: rp, runID: runID, agent: ag.Name, attempt: attempt, last: last, replay: replay, coalesce: w.cfg.CoalesceDeltas}
 	h := w.runner.Stream(ctx, ag.Agent, req.Input.Entries(), opts...)
 	for ev := range h.Events() {
 		if !sink.publish(ctx, ev) {
 			break
 		}
 	}
+	sink.close()
 	res, runErr := h.Result()
 	w.settle(ctx, d, sink, rp, runID, ag, res, runErr)
 }
