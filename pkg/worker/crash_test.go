@@ -183,61 +183,86 @@ func (p *faultProxy) clientToServer(c, up net.Conn) {
 }
 
 // TestCrashAfterTerminalBeforeAck proves requirement 8 on the real crash
-// path: worker A publishes a run's run_completed and dies before it can
+// path: worker A publishes a run's terminal event and dies before it can
 // ack (its TCP connection is cut right after that publish reaches the
 // server); once A's claim expires (or B's takeover reaper finds A gone)
-// the request is redelivered to worker B, which finds the completed
-// checkpoint and the terminal event in the stream and publishes nothing:
-// still exactly one terminal event, no run_resumed; the status is
-// completed with the result, and B acks, so the request leaves the queue.
+// the request is redelivered to worker B, which finds the terminal event
+// of this submission in the stream and publishes nothing: still exactly
+// one terminal event, no run_resumed; B acks, so the request leaves the
+// queue. For a completed run B also finds the completed checkpoint; a
+// failed one has a resumable checkpoint, which B must not resume.
 func TestCrashAfterTerminalBeforeAck(t *testing.T) {
 	t.Parallel()
-	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents, Worker: func(c *worker.Config) {
-		c.AckWait, c.Heartbeat, c.SkipProvision = time.Second, 300*time.Millisecond, false
-	}})
-	ctx := context.Background()
-	// Replace the fleet's worker by A, which talks through the proxy.
-	require.NoError(t, f.Workers[0].Stop(ctx))
-	proxy := startFaultProxy(t, f.Server.ClientURL(), "Lovia-Event: run_completed", false)
-	connA, err := nats.Connect(proxy.url(), nats.NoReconnect())
-	require.NoError(t, err)
-	t.Cleanup(connA.Close)
-	a := f.StartWorker(worker.Config{Conn: connA, Catalog: f.Catalog, ID: "wA", SkipProvision: true,
-		AckWait: time.Second, Heartbeat: 300 * time.Millisecond, ShutdownGrace: 10 * time.Millisecond})
+	const looper = `
+  - name: looper
+    model: scripted
+    tools: [echo]
+    max_turns: 1
+    script:
+      - call: {name: echo, args: {text: a}, id: c1}
+      - call: {name: echo, args: {text: b}, id: c2}
+      - text: never
+`
+	for _, tc := range []struct {
+		name, agent string
+		terminal    loop.EventType
+		status      bus.RunState
+	}{
+		{"completed", "calc", loop.EventRunCompleted, bus.StateCompleted},
+		{"failed", "looper", loop.EventRunFailed, bus.StateFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents + looper, Worker: func(c *worker.Config) {
+				c.AckWait, c.Heartbeat, c.SkipProvision = time.Second, 300*time.Millisecond, false
+			}})
+			ctx := context.Background()
+			// Replace the fleet's worker by A, which talks through the proxy.
+			require.NoError(t, f.Workers[0].Stop(ctx))
+			proxy := startFaultProxy(t, f.Server.ClientURL(), "Lovia-Event: "+string(tc.terminal), false)
+			connA, err := nats.Connect(proxy.url(), nats.NoReconnect())
+			require.NoError(t, err)
+			t.Cleanup(connA.Close)
+			a := f.StartWorker(worker.Config{Conn: connA, Catalog: f.Catalog, ID: "wA", SkipProvision: true,
+				AckWait: time.Second, Heartbeat: 300 * time.Millisecond, ShutdownGrace: 10 * time.Millisecond})
 
-	rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "calc", Input: bus.TextInput("x")})
-	require.NoError(t, err)
-	first := f.Events(rep.RunID, 10*time.Second)
-	require.Equal(t, loop.EventRunCompleted, first[len(first)-1].Type)
-	select {
-	case <-proxy.fired:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the proxy never saw run_completed")
+			rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: tc.agent, Input: bus.TextInput("x")})
+			require.NoError(t, err)
+			first := f.Events(rep.RunID, 10*time.Second)
+			require.Equal(t, tc.terminal, first[len(first)-1].Type)
+			select {
+			case <-proxy.fired:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("the proxy never saw %s", tc.terminal)
+			}
+			killed := time.Now()
+			require.NoError(t, a.Stop(ctx))
+
+			ci, err := f.JS.Consumer(ctx, "LOVIA_RUNS", "workers")
+			require.NoError(t, err)
+			info, err := ci.Info(ctx)
+			require.NoError(t, err)
+			require.EqualValues(t, 1, info.NumAckPending, "A acked before dying: the test did not crash it in time")
+
+			f.StartWorker(withConfig(workerConfig(t, f, "wB"), func(c *worker.Config) { c.AckWait = time.Second; c.Heartbeat = 300 * time.Millisecond }))
+			waitIdle(t, f, 10*time.Second)
+			t.Logf("crash to ack by B: %s (AckWait 1s)", time.Since(killed))
+			info, err = ci.Info(ctx)
+			require.NoError(t, err)
+			require.EqualValues(t, 1, info.Delivered.Stream)
+			require.EqualValues(t, 2, info.Delivered.Consumer, "the request was delivered twice: to A, then to B")
+
+			envs := runEvents(t, f, rep.RunID)
+			require.Equal(t, fleettest.Types(first), fleettest.Types(envs), "nothing new was published")
+			checkOneSubmission(t, rep.RunID, envs)
+			st, err := f.Client.Status(ctx, rep.RunID)
+			require.NoError(t, err)
+			require.Equal(t, tc.status, st.Status)
+			if tc.status == bus.StateCompleted {
+				require.Equal(t, "The answer is 84.", st.Result.Output)
+			}
+		})
 	}
-	killed := time.Now()
-	require.NoError(t, a.Stop(ctx))
-
-	ci, err := f.JS.Consumer(ctx, "LOVIA_RUNS", "workers")
-	require.NoError(t, err)
-	info, err := ci.Info(ctx)
-	require.NoError(t, err)
-	require.EqualValues(t, 1, info.NumAckPending, "A acked before dying: the test did not crash it in time")
-
-	f.StartWorker(withConfig(workerConfig(t, f, "wB"), func(c *worker.Config) { c.AckWait = time.Second; c.Heartbeat = 300 * time.Millisecond }))
-	waitIdle(t, f, 10*time.Second)
-	t.Logf("crash to ack by B: %s (AckWait 1s)", time.Since(killed))
-	info, err = ci.Info(ctx)
-	require.NoError(t, err)
-	require.EqualValues(t, 1, info.Delivered.Stream)
-	require.EqualValues(t, 2, info.Delivered.Consumer, "the request was delivered twice: to A, then to B")
-
-	envs := runEvents(t, f, rep.RunID)
-	require.Equal(t, fleettest.Types(first), fleettest.Types(envs), "nothing new was published")
-	checkOneSubmission(t, rep.RunID, envs)
-	st, err := f.Client.Status(ctx, rep.RunID)
-	require.NoError(t, err)
-	require.Equal(t, bus.StateCompleted, st.Status)
-	require.Equal(t, "The answer is 84.", st.Result.Output)
 }
 
 // TestStalledOwnerIsFenced proves invariant 7 (fencing) with a real stall:
@@ -290,58 +315,4 @@ func TestStalledOwnerIsFenced(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, bus.StateCompleted, st.Status)
 	require.Equal(t, "wB", st.Worker)
-}
-
-// A failed run whose worker dies after publishing run_failed but before the
-// ack is not run again when the request is redelivered: its checkpoint is
-// resumable (interrupted), but this submission already ended — exactly one
-// terminal event.
-func TestCrashAfterRunFailedBeforeAck(t *testing.T) {
-	t.Parallel()
-	const looper = `
-agents:
-  - name: looper
-    model: scripted
-    tools: [echo]
-    max_turns: 1
-    script:
-      - call: {name: echo, args: {text: a}, id: c1}
-      - call: {name: echo, args: {text: b}, id: c2}
-      - text: never
-`
-	f := fleettest.Start(t, fleettest.Options{AgentsYAML: looper, Worker: func(c *worker.Config) {
-		c.AckWait, c.Heartbeat, c.SkipProvision = time.Second, 300*time.Millisecond, false
-	}})
-	ctx := context.Background()
-	require.NoError(t, f.Workers[0].Stop(ctx))
-	proxy := startFaultProxy(t, f.Server.ClientURL(), "Lovia-Event: run_failed", false)
-	connA, err := nats.Connect(proxy.url(), nats.NoReconnect())
-	require.NoError(t, err)
-	t.Cleanup(connA.Close)
-	a := f.StartWorker(worker.Config{Conn: connA, Catalog: f.Catalog, ID: "wA", SkipProvision: true,
-		AckWait: time.Second, Heartbeat: 300 * time.Millisecond, ShutdownGrace: 10 * time.Millisecond})
-
-	rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "looper", Input: bus.TextInput("x")})
-	require.NoError(t, err)
-	first := f.Events(rep.RunID, 10*time.Second)
-	require.Equal(t, loop.EventRunFailed, first[len(first)-1].Type)
-	select {
-	case <-proxy.fired:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the proxy never saw run_failed")
-	}
-	require.NoError(t, a.Stop(ctx))
-	ci, err := f.JS.Consumer(ctx, "LOVIA_RUNS", "workers")
-	require.NoError(t, err)
-	info, err := ci.Info(ctx)
-	require.NoError(t, err)
-	require.EqualValues(t, 1, info.NumAckPending, "A acked before dying: the test did not crash it in time")
-
-	f.StartWorker(withConfig(workerConfig(t, f, "wB"), func(c *worker.Config) { c.AckWait = time.Second; c.Heartbeat = 300 * time.Millisecond }))
-	waitIdle(t, f, 10*time.Second)
-	info, err = ci.Info(ctx)
-	require.NoError(t, err)
-	require.EqualValues(t, 2, info.Delivered.Consumer, "the request was delivered twice: to A, then to B")
-	envs := runEvents(t, f, rep.RunID)
-	require.Equal(t, fleettest.Types(first), fleettest.Types(envs), "nothing new was published")
 }
