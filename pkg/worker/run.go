@@ -424,13 +424,21 @@ func (w *Worker) runOptions(req *bus.RunRequest, runID string, ag *catalog.Agent
 // finishPoison fails a run whose request turned out invalid after claim.
 func (w *Worker) finishPoison(ctx context.Context, d *delivery, rp *bus.RunPublisher, runID string, err error) {
 	info := loop.ErrorInfo{Type: bus.TypeInvalidRequest, Message: bus.ErrorFor(err).Message, Hint: "fix the request and submit it again"}
-	_, _ = rp.Publish(ctx, &loop.RunFailed{Error: info})
-	_ = rp.Close(ctx)
+	w.m.poison.WithLabelValues(info.Type).Inc()
+	w.failAndTerminate(ctx, d, rp, runID, info)
+}
+
+// failAndTerminate ends a claimed run that cannot succeed by retrying: one
+// run_failed, the index marked failed, the request terminated.
+func (w *Worker) failAndTerminate(ctx context.Context, d *delivery, rp *bus.RunPublisher, runID string, info loop.ErrorInfo) {
+	ctx = context.WithoutCancel(ctx)
+	if _, err := rp.Publish(ctx, &loop.RunFailed{Error: info}); err == nil {
+		_ = rp.Close(ctx)
+	}
 	_, _ = w.st.Runs().Modify(ctx, runID, func(r *store.RunRecord) error {
 		r.Status, r.Error, r.FinishedAt = store.RunFailed, &info, w.cfg.Clock().UTC()
 		return nil
 	})
-	w.m.poison.WithLabelValues(info.Type).Inc()
 	_ = d.msg.TermWithReason(info.Type + ": " + info.Message)
 }
 
@@ -477,16 +485,9 @@ func (w *Worker) settle(ctx context.Context, d *delivery, sink *eventSink, rp *b
 		// resumed, a plugin setup failure): a clear run_failed, and the
 		// request is terminated — retrying cannot help.
 		info := loop.Describe(runErr)
-		if _, err := rp.Publish(context.WithoutCancel(ctx), &loop.RunFailed{Error: info, Err: runErr}); err == nil {
-			_ = rp.Close(ctx)
-		}
-		_, _ = w.st.Runs().Modify(context.WithoutCancel(ctx), runID, func(r *store.RunRecord) error {
-			r.Status, r.Error, r.FinishedAt = store.RunFailed, &info, w.cfg.Clock().UTC()
-			return nil
-		})
 		w.m.failed.WithLabelValues(ag.Name, info.Type).Inc()
 		log.Warn("run refused before it started", "error", runErr)
-		_ = d.msg.TermWithReason(info.Type + ": " + info.Message)
+		w.failAndTerminate(ctx, d, rp, runID, info)
 		return
 	case !sink.terminal:
 		// Interrupted without a terminal event (shutdown, lost NATS):
