@@ -3,7 +3,6 @@ package anthropic
 import (
 	"context"
 	"net/http"
-	"sync"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -11,6 +10,7 @@ import (
 	"github.com/lovia-fleet/lovia/pkg/loop"
 	"github.com/lovia-fleet/lovia/pkg/provider/internal/classify"
 	"github.com/lovia-fleet/lovia/pkg/provider/internal/watchdog"
+	"github.com/lovia-fleet/lovia/pkg/provider/internal/window"
 )
 
 // Provider streams messages from one model of the Anthropic Messages API
@@ -23,10 +23,7 @@ type Provider struct {
 	msgs   sdk.MessageService
 	models sdk.ModelService
 
-	mu       sync.Mutex
-	window   int
-	windowOK bool
-	rejected int
+	window window.Memo // discovered and rejected context windows
 }
 
 var (
@@ -140,13 +137,4 @@ func (p *Provider) Stream(ctx context.Context, req *loop.ModelRequest, emit func
 
 // overflowSeen remembers the window an overflow rejection named, so that
 // DiscoverContextWindow never reports more than the endpoint accepts.
-func (p *Provider) overflowSeen(err error) error {
-	if co, ok := err.(*loop.ContextOverflowError); ok && co.ReportedWindow > 0 {
-		p.mu.Lock()
-		if p.rejected == 0 || co.ReportedWindow < p.rejected {
-			p.rejected = co.ReportedWindow
-		}
-		p.mu.Unlock()
-	}
-	return err
-}
+func (p *Provider) overflowSeen(err error) error { return p.window.Observe(err) }

@@ -17,22 +17,7 @@ import (
 // named. A successful lookup is memoized for the provider's life, which is
 // one endpoint and one model; a failed one is retried on the next call.
 func (p *Provider) DiscoverContextWindow(ctx context.Context) (int, error) {
-	if p.cfg.ContextWindow > 0 {
-		return p.cfg.ContextWindow, nil
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.windowOK {
-		n, err := p.modelWindow(ctx)
-		if err != nil {
-			return 0, err
-		}
-		p.window, p.windowOK = n, true
-	}
-	if p.rejected > 0 && (p.window == 0 || p.rejected < p.window) {
-		return p.rejected, nil
-	}
-	return p.window, nil
+	return p.window.Get(ctx, p.cfg.ContextWindow, p.modelWindow)
 }
 
 func (p *Provider) modelWindow(ctx context.Context) (int, error) {

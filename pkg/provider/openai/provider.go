@@ -6,7 +6,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"sync"
 
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -15,6 +14,7 @@ import (
 	"github.com/lovia-fleet/lovia/pkg/loop"
 	"github.com/lovia-fleet/lovia/pkg/provider/internal/classify"
 	"github.com/lovia-fleet/lovia/pkg/provider/internal/watchdog"
+	"github.com/lovia-fleet/lovia/pkg/provider/internal/window"
 )
 
 // Provider streams chat completions from one model of an OpenAI-compatible
@@ -26,10 +26,7 @@ type Provider struct {
 	chat   oai.ChatCompletionService
 	models oai.ModelService
 
-	mu       sync.Mutex
-	window   int  // discovered window, valid when windowOK
-	windowOK bool // the endpoint was asked successfully
-	rejected int  // smallest window named by an overflow rejection
+	window window.Memo // discovered and rejected context windows
 }
 
 var (
@@ -184,13 +181,4 @@ func (p *Provider) notAStream(resp *http.Response, media string) error {
 
 // overflowSeen remembers the window an overflow rejection named, so that
 // DiscoverContextWindow never reports more than the endpoint accepts.
-func (p *Provider) overflowSeen(err error) error {
-	if co, ok := err.(*loop.ContextOverflowError); ok && co.ReportedWindow > 0 {
-		p.mu.Lock()
-		if p.rejected == 0 || co.ReportedWindow < p.rejected {
-			p.rejected = co.ReportedWindow
-		}
-		p.mu.Unlock()
-	}
-	return err
-}
+func (p *Provider) overflowSeen(err error) error { return p.window.Observe(err) }
