@@ -1,12 +1,11 @@
 package provider
 
 import (
-	"net"
 	"net/http"
-	"time"
 
 	"github.com/lovia-fleet/lovia/pkg/provider/anthropic"
 	"github.com/lovia-fleet/lovia/pkg/provider/demo"
+	"github.com/lovia-fleet/lovia/pkg/provider/internal/transport"
 	"github.com/lovia-fleet/lovia/pkg/provider/openai"
 )
 
@@ -60,7 +59,7 @@ func (c Config) WithDefaults() Config {
 		c.Anthropic.BaseURL = getenv(EnvAnthropicBaseURL)
 	}
 	if c.HTTPClient == nil {
-		c.HTTPClient = sharedHTTPClient()
+		c.HTTPClient = transport.NewClient()
 	}
 	if c.OpenAI.HTTPClient == nil {
 		c.OpenAI.HTTPClient = c.HTTPClient
@@ -69,19 +68,4 @@ func (c Config) WithDefaults() Config {
 		c.Anthropic.HTTPClient = c.HTTPClient
 	}
 	return c
-}
-
-// sharedHTTPClient bounds dials and TLS handshakes; calls are bounded by
-// the adapters' Timeout and IdleTimeout.
-func sharedHTTPClient() *http.Client {
-	return &http.Client{Transport: &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          100,
-		MaxIdleConnsPerHost:   16,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
-	}}
 }

@@ -2,11 +2,12 @@ package anthropic
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/lovia-fleet/lovia/pkg/provider/internal/transport"
 )
 
 // Name is the adapter name: ProviderInfo.Name, ProviderError.Vendor and the
@@ -89,7 +90,7 @@ func (c Config) WithDefaults() Config {
 	}
 	c.BaseURL = strings.TrimSuffix(strings.TrimRight(c.BaseURL, "/"), "/v1")
 	if c.HTTPClient == nil {
-		c.HTTPClient = defaultHTTPClient()
+		c.HTTPClient = transport.NewClient()
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
@@ -153,17 +154,4 @@ func structuredOutputs(model string) bool {
 		}
 	}
 	return true
-}
-
-func defaultHTTPClient() *http.Client {
-	return &http.Client{Transport: &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          100,
-		MaxIdleConnsPerHost:   16,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
-	}}
 }

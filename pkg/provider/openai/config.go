@@ -2,11 +2,12 @@ package openai
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/lovia-fleet/lovia/pkg/provider/internal/transport"
 )
 
 // Name is the adapter name: ProviderInfo.Name, ProviderError.Vendor and the
@@ -90,7 +91,7 @@ func (c Config) WithDefaults() Config {
 	}
 	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
 	if c.HTTPClient == nil {
-		c.HTTPClient = defaultHTTPClient()
+		c.HTTPClient = transport.NewClient()
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
@@ -166,19 +167,4 @@ func replaysReasoning(baseURL string) bool {
 		return true
 	}
 	return false
-}
-
-// defaultHTTPClient is a client with a pool of its own: dial and TLS
-// handshakes are bounded, the rest is bounded per call by the watchdog.
-func defaultHTTPClient() *http.Client {
-	return &http.Client{Transport: &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          100,
-		MaxIdleConnsPerHost:   16,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
-	}}
 }
