@@ -383,21 +383,13 @@ func (ru *run) execCall(ctx context.Context, rc *readyCall, sink func(taskItem))
 			}
 			return
 		}
-		sink(taskItem{ev: &ToolCallFailed{Call: tc, Error: Describe(err), Err: err}})
-		msg := "Tool error: " + errorText(err)
-		sink(taskItem{
-			result: ToolResultEntry(tc.ID, tc.Name, msg, true),
-			tcc:    &ToolCallCompleted{Call: tc, Result: msg, Output: msg, IsError: true},
-		})
+		failCall(sink, tc, err, "")
 		return
 	}
 	if sig, ok := v.(*handoffSignal); ok {
 		if h := sig.handoff; h.OnHandoff != nil {
 			if err := h.OnHandoff(ctx, ru.rc, sig.reason); err != nil {
-				sink(taskItem{ev: &ToolCallFailed{Call: tc, Error: Describe(err), Err: err}})
-				msg := "Tool error: handoff failed: " + errorText(err)
-				sink(taskItem{result: ToolResultEntry(tc.ID, tc.Name, msg, true),
-					tcc: &ToolCallCompleted{Call: tc, Result: msg, Output: msg, IsError: true}})
+				failCall(sink, tc, err, "handoff failed: ")
 				return
 			}
 		}
@@ -426,10 +418,7 @@ func (ru *run) execCall(ctx context.Context, rc *readyCall, sink func(taskItem))
 	} else {
 		out, rerr := renderResult(rc.renderer, v)
 		if rerr != nil {
-			sink(taskItem{ev: &ToolCallFailed{Call: tc, Error: Describe(rerr), Err: rerr}})
-			msg := "Tool error: result rendering failed: " + errorText(rerr)
-			sink(taskItem{result: ToolResultEntry(tc.ID, tc.Name, msg, true),
-				tcc: &ToolCallCompleted{Call: tc, Result: msg, Output: msg, IsError: true}})
+			failCall(sink, tc, rerr, "result rendering failed: ")
 			return
 		}
 		res.Output = out
@@ -445,6 +434,17 @@ func (ru *run) execCall(ctx context.Context, rc *readyCall, sink func(taskItem))
 		}
 	}
 	sink(taskItem{result: res, tcc: &ToolCallCompleted{Call: tc, Result: v, Output: res.Output}})
+}
+
+// failCall reports a call that failed while executing: ToolCallFailed,
+// then an error result "Tool error: <what><message>" the model sees.
+func failCall(sink func(taskItem), tc ToolCall, err error, what string) {
+	sink(taskItem{ev: &ToolCallFailed{Call: tc, Error: Describe(err), Err: err}})
+	msg := "Tool error: " + what + errorText(err)
+	sink(taskItem{
+		result: ToolResultEntry(tc.ID, tc.Name, msg, true),
+		tcc:    &ToolCallCompleted{Call: tc, Result: msg, Output: msg, IsError: true},
+	})
 }
 
 func renderResult(r Renderer, v any) (out string, err error) {
