@@ -79,7 +79,7 @@ func slowAgents(t *testing.T, n int) string {
     tools: [append_file, sleep]
     script:
       - call: {name: append_file, args: {path: log.txt, line: "r%d-a"}, id: a}
-      - call: {name: sleep, args: {ms: 300}, id: s1}
+      - call: {name: sleep, args: {ms: 2500}, id: s1}
       - calls: [{name: append_file, args: {path: log.txt, line: "r%d-b"}, id: b}, {name: sleep, args: {ms: 300}, id: s2}]
       - call: {name: append_file, args: {path: log.txt, line: "r%d-c"}, id: c}
       - text: done %d
@@ -111,11 +111,12 @@ func TestKill9(t *testing.T) {
 	const runs = 6
 	agents := slowAgents(t, runs)
 	workspace := t.TempDir()
+	// The victim starts alone and claims every run, so the kill provably
+	// interrupts runs it owns (with both workers up, the survivor could
+	// claim them all).
 	a := startWorker(t, srv.ClientURL(), agents, workspace, "victim")
-	startWorker(t, srv.ClientURL(), agents, workspace, "survivor")
 	c, err := client.New(nc, client.Options{})
 	require.NoError(t, err)
-	// Wait until both workers serve the API.
 	require.Eventually(t, func() bool {
 		_, err := c.Agents(ctx)
 		return err == nil
@@ -127,11 +128,14 @@ func TestKill9(t *testing.T) {
 		require.NoError(t, err)
 		ids[i] = rep.RunID
 	}
-	// Kill the victim while it is mid-run: once it has written a line.
+	// Every run has written its first line on the victim; it now sleeps
+	// (the slow agents' first sleep) while the survivor comes up.
 	logPath := filepath.Join(workspace, "log.txt")
-	require.Eventually(t, func() bool {
-		return strings.Contains(a.output(), "victim") && fileLines(logPath) >= runs
-	}, 20*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return fileLines(logPath) >= runs }, 20*time.Second, 10*time.Millisecond)
+	b := startWorker(t, srv.ClientURL(), agents, workspace, "survivor")
+	require.Eventually(t, func() bool { return strings.Contains(b.output(), "serving agents") },
+		20*time.Second, 10*time.Millisecond)
+	require.Less(t, fileLines(logPath), 2*runs, "the victim finished its runs before the kill; lengthen the slow agents' sleeps")
 	killed := time.Now()
 	require.NoError(t, a.cmd.Process.Signal(syscall.SIGKILL))
 	_, _ = a.cmd.Process.Wait()
