@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"regexp"
 	"strings"
@@ -149,4 +151,44 @@ agents:
 		require.Contains(t, out.String(), want)
 		require.Contains(t, out.String(), "finished")
 	}
+}
+
+// --cors-origin lets browser pages of that origin call the gateway (dev and
+// gateway); a value that is not an origin is refused with what to write.
+func TestCORSOriginFlag(t *testing.T) {
+	url := startDev(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errb := &syncBuf{}
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"gateway", "--nats", url, "--http", "127.0.0.1:0", "--log-level", "warn",
+			"--cors-origin", "http://localhost:5173"}, nil, io.Discard, errb, getenv(nil))
+	}()
+	re := regexp.MustCompile(`lovia gateway on (http://\S+)`)
+	var base string
+	require.Eventually(t, func() bool {
+		m := re.FindStringSubmatch(errb.String())
+		if m != nil {
+			base = m[1]
+		}
+		return m != nil
+	}, 20*time.Second, 20*time.Millisecond, errb.String())
+	req, err := http.NewRequest(http.MethodOptions, base+"/v1/runs", nil)
+	require.NoError(t, err)
+	req.Header.Set("Origin", "http://localhost:5173")
+	req.Header.Set("Access-Control-Request-Method", "POST")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusNoContent, resp.StatusCode)
+	require.Equal(t, "http://localhost:5173", resp.Header.Get("Access-Control-Allow-Origin"))
+	cancel()
+	require.Equal(t, ExitOK, <-done, errb.String())
+
+	var bad bytes.Buffer
+	code := Main(context.Background(), []string{"gateway", "--nats", url, "--http", "127.0.0.1:0", "--cors-origin", "localhost:5173"},
+		nil, io.Discard, &bad, getenv(nil))
+	require.Equal(t, ExitFailure, code)
+	require.Contains(t, bad.String(), "http(s)://host[:port]")
 }

@@ -16,9 +16,15 @@ import (
 	"github.com/lovia-fleet/lovia/pkg/service"
 )
 
+// access is who may call a gateway: bearer tokens and browser origins.
+type access struct {
+	tokens  []string
+	origins []string
+}
+
 // startGateway starts the HTTP gateway (which also serves the API service)
 // and returns its URL and stop function.
-func startGateway(ctx context.Context, env *Env, nc *nats.Conn, prefix, addr string, tokens []string, cat *catalog.Catalog, reg *prometheus.Registry, log *slog.Logger) (string, func(context.Context) error, error) {
+func startGateway(ctx context.Context, env *Env, nc *nats.Conn, prefix, addr string, acc access, cat *catalog.Catalog, reg *prometheus.Registry, log *slog.Logger) (string, func(context.Context) error, error) {
 	_, st, err := openFleet(ctx, nc, prefix, 0, 1)
 	if err != nil {
 		return "", nil, err
@@ -31,7 +37,7 @@ func startGateway(ctx context.Context, env *Env, nc *nats.Conn, prefix, addr str
 	if err != nil {
 		return "", nil, err
 	}
-	gw, err := gateway.New(gateway.Config{API: api, Client: c, Conn: nc, Addr: addr, Tokens: tokens, Logger: log, Metrics: reg})
+	gw, err := gateway.New(gateway.Config{API: api, Client: c, Conn: nc, Addr: addr, Tokens: acc.tokens, CORSOrigins: acc.origins, Logger: log, Metrics: reg})
 	if err != nil {
 		return "", nil, err
 	}
@@ -47,12 +53,14 @@ func startGateway(ctx context.Context, env *Env, nc *nats.Conn, prefix, addr str
 
 // runGateway runs the HTTP gateway until ctx ends.
 func runGateway(ctx context.Context, env *Env, args []string) int {
-	fs := flagSet(env, "gateway", "[--nats URL] [--http ADDR] [--agents FILE] [--token T]...")
+	fs := flagSet(env, "gateway", "[--nats URL] [--http ADDR] [--agents FILE] [--token T]... [--cors-origin O]...")
 	nf := addNATSFlags(fs, env)
 	addr := fs.String("http", ":8080", "HTTP listen address")
 	agents := fs.String("agents", "", "agents file: validate agent names and serve the agents list here too")
 	var tokens multiFlag
 	fs.Var(&tokens, "token", "bearer token clients must present (repeatable; also $LOVIA_TOKENS, comma-separated)")
+	var origins multiFlag
+	fs.Var(&origins, "cors-origin", "origin whose browser pages may call the gateway, e.g. https://app.example.com, or * (repeatable)")
 	logLevel := fs.String("log-level", "info", "log level")
 	if _, ok := parse(fs, args); !ok {
 		return ExitUsage
@@ -83,7 +91,7 @@ func runGateway(ctx context.Context, env *Env, args []string) int {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
-	url, stop, err := startGateway(ctx, env, nc, nf.prefix, *addr, tokens, cat, reg, log)
+	url, stop, err := startGateway(ctx, env, nc, nf.prefix, *addr, access{tokens: tokens, origins: origins}, cat, reg, log)
 	if err != nil {
 		return fail(env.Stderr, err)
 	}

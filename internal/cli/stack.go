@@ -215,10 +215,12 @@ func startWorkerProcess(ctx context.Context, nc *nats.Conn, prefix, id string, w
 // runDev starts everything in one process: an embedded NATS server that
 // other processes can join, the API service, N workers and the demo agent.
 func runDev(ctx context.Context, env *Env, args []string) int {
-	fs := flagSet(env, "dev", "[--agents FILE] [--workers N] [--http ADDR] [--nats-port PORT] [--data DIR]")
+	fs := flagSet(env, "dev", "[--agents FILE] [--workers N] [--http ADDR] [--cors-origin O]... [--nats-port PORT] [--data DIR]")
 	wf := addWorkerFlags(fs)
 	workers := fs.Int("workers", 2, "number of workers")
 	httpAddr := fs.String("http", ":8080", "gateway HTTP address")
+	var origins multiFlag
+	fs.Var(&origins, "cors-origin", "origin whose browser pages may call the gateway, e.g. http://localhost:5173, or * (repeatable)")
 	natsPort := fs.Int("nats-port", 4222, "NATS client port (0 picks a free one)")
 	data := fs.String("data", filepath.Join(".lovia", "data"), "JetStream store directory")
 	prefix := fs.String("prefix", "lovia", "subject prefix")
@@ -235,11 +237,7 @@ func runDev(ctx context.Context, env *Env, args []string) int {
 	if err := os.MkdirAll(*data, 0o755); err != nil {
 		return fail(env.Stderr, err)
 	}
-	port := *natsPort
-	if port == 0 {
-		port = 0
-	}
-	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: *data, Port: port, ServerName: "lovia-dev"})
+	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: *data, Port: *natsPort, ServerName: "lovia-dev"})
 	if err != nil {
 		return fail(env.Stderr, fmt.Errorf("embedded NATS on port %d: %w (use --nats-port to pick another)", *natsPort, err))
 	}
@@ -279,7 +277,7 @@ func runDev(ctx context.Context, env *Env, args []string) int {
 		return fail(env.Stderr, err)
 	}
 	defer gwNC.Close()
-	httpURL, stopGW, err := startGateway(ctx, env, gwNC, *prefix, *httpAddr, nil, deps.catalog, reg, log)
+	httpURL, stopGW, err := startGateway(ctx, env, gwNC, *prefix, *httpAddr, access{origins: origins}, deps.catalog, reg, log)
 	if err != nil {
 		return fail(env.Stderr, err)
 	}

@@ -52,6 +52,11 @@ type Config struct {
 	// With tokens, every route but GET /healthz needs
 	// "Authorization: Bearer <token>".
 	Tokens []string
+	// CORSOrigins are the origins ("https://app.example.com", or "*" for
+	// any) whose browser pages may call the gateway: their requests get
+	// CORS headers and their preflights are answered. Empty: no CORS
+	// headers (same-origin pages and non-browser clients only).
+	CORSOrigins []string
 	// Logger receives logs. Default: discard.
 	Logger *slog.Logger
 	// Metrics registers the gateway's metrics and is served on
@@ -118,6 +123,11 @@ func (c Config) validate() error {
 	for i, t := range c.Tokens {
 		if t == "" {
 			return configError(fmt.Sprintf("Tokens[%d]", i), "must not be empty")
+		}
+	}
+	for i, o := range c.CORSOrigins {
+		if err := validOrigin(o); err != nil {
+			return configError(fmt.Sprintf("CORSOrigins[%d]", i), "%v", err)
 		}
 	}
 	for _, d := range []struct {

@@ -27,6 +27,7 @@ type Gateway struct {
 	pub     *bus.Publisher // reads runs' last seqs; publishes nothing
 	svc     *service.Service
 	tokens  [][sha256.Size]byte
+	origins []string // normalized Config.CORSOrigins
 	handler http.Handler
 
 	// drain is cancelled when Stop begins: SSE streams end so that the
@@ -74,6 +75,9 @@ func New(cfg Config) (*Gateway, error) {
 	g := &Gateway{cfg: cfg, log: cfg.Logger, m: m, pub: pub, svc: service.New(cfg.API), stopped: make(chan struct{})}
 	for _, t := range cfg.Tokens {
 		g.tokens = append(g.tokens, sha256.Sum256([]byte(t)))
+	}
+	for _, o := range cfg.CORSOrigins {
+		g.origins = append(g.origins, normalizeOrigin(o))
 	}
 	g.drain, g.drainStop = context.WithCancel(context.Background())
 	g.handler = g.routes()

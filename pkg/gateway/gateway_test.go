@@ -37,13 +37,15 @@ func TestConfig(t *testing.T) {
 		edit  func(*gateway.Config)
 		field string
 	}{
-		"API":       {func(c *gateway.Config) { c.API = nil }, "Config.API"},
-		"Client":    {func(c *gateway.Config) { c.Client = nil }, "Config.Client"},
-		"Conn":      {func(c *gateway.Config) { c.Conn = nil }, "Config.Conn"},
-		"Addr":      {func(c *gateway.Config) { c.Addr = "8080" }, "Config.Addr"},
-		"Token":     {func(c *gateway.Config) { c.Tokens = []string{"a", ""} }, "Config.Tokens[1]"},
-		"Heartbeat": {func(c *gateway.Config) { c.Heartbeat = -time.Second }, "Config.Heartbeat"},
-		"MaxBody":   {func(c *gateway.Config) { c.MaxBodyBytes = -1 }, "Config.MaxBodyBytes"},
+		"API":        {func(c *gateway.Config) { c.API = nil }, "Config.API"},
+		"Client":     {func(c *gateway.Config) { c.Client = nil }, "Config.Client"},
+		"Conn":       {func(c *gateway.Config) { c.Conn = nil }, "Config.Conn"},
+		"Addr":       {func(c *gateway.Config) { c.Addr = "8080" }, "Config.Addr"},
+		"Token":      {func(c *gateway.Config) { c.Tokens = []string{"a", ""} }, "Config.Tokens[1]"},
+		"Heartbeat":  {func(c *gateway.Config) { c.Heartbeat = -time.Second }, "Config.Heartbeat"},
+		"MaxBody":    {func(c *gateway.Config) { c.MaxBodyBytes = -1 }, "Config.MaxBodyBytes"},
+		"Origin":     {func(c *gateway.Config) { c.CORSOrigins = []string{"*", "app.example.com"} }, "Config.CORSOrigins[1]"},
+		"OriginPath": {func(c *gateway.Config) { c.CORSOrigins = []string{"https://app.example.com/x"} }, "Config.CORSOrigins[0]"},
 	} {
 		t.Run("Rejects"+name, func(t *testing.T) {
 			t.Parallel()
@@ -169,4 +171,55 @@ func TestMetrics(t *testing.T) {
 	} {
 		require.Contains(t, text, want)
 	}
+}
+
+// TestCORS: browser pages of an allowed origin get CORS headers on every
+// reply (errors included) and their preflights are answered before the
+// token check; other origins get none, and a clear 403 on preflight.
+func TestCORS(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *gateway.Config) {
+		c.Tokens = []string{"s3cret"}
+		c.CORSOrigins = []string{"https://App.example.com/"}
+	})
+	const app = "https://app.example.com"
+
+	// Preflight of a submit: no token, answered 204 with what may follow.
+	resp, _ := b.do(t, http.MethodOptions, "/v1/runs", "", "Origin", app,
+		"Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "authorization, content-type")
+	require.Equal(t, http.StatusNoContent, resp.StatusCode)
+	require.Equal(t, app, resp.Header.Get("Access-Control-Allow-Origin"))
+	require.Contains(t, resp.Header.Get("Access-Control-Allow-Methods"), "POST")
+	require.Contains(t, resp.Header.Get("Access-Control-Allow-Headers"), "Authorization")
+	require.Contains(t, resp.Header.Get("Access-Control-Allow-Headers"), "Last-Event-ID")
+	require.Contains(t, resp.Header.Values("Vary"), "Origin")
+
+	// The request itself: CORS headers, the run id readable by the page.
+	resp, data := b.do(t, http.MethodPost, "/v1/runs", `{"agent": "calc", "input": "x"}`,
+		"Origin", app, "Authorization", "Bearer s3cret", "Content-Type", "application/json")
+	require.Equal(t, http.StatusAccepted, resp.StatusCode, string(data))
+	require.Equal(t, app, resp.Header.Get("Access-Control-Allow-Origin"))
+	require.Contains(t, resp.Header.Get("Access-Control-Expose-Headers"), "Lovia-Run-Id")
+
+	// A refused token is still readable by the page (it can show why).
+	resp, _ = b.do(t, http.MethodGet, "/v1/agents", "", "Origin", app)
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	require.Equal(t, app, resp.Header.Get("Access-Control-Allow-Origin"))
+
+	// Another origin: no CORS headers; its preflight is refused with a hint.
+	resp, _ = b.do(t, http.MethodGet, "/v1/agents", "", "Origin", "https://evil.example", "Authorization", "Bearer s3cret")
+	require.Equal(t, http.StatusOK, resp.StatusCode, "non-browser semantics are unchanged")
+	require.Empty(t, resp.Header.Get("Access-Control-Allow-Origin"))
+	resp, data = b.do(t, http.MethodOptions, "/v1/runs", "", "Origin", "https://evil.example", "Access-Control-Request-Method", "POST")
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	require.Empty(t, resp.Header.Get("Access-Control-Allow-Origin"))
+	typ, _, hint := apiError(t, data)
+	require.Equal(t, gateway.TypeForbidden, typ)
+	require.Contains(t, hint, "--cors-origin https://evil.example")
+
+	// Without CORSOrigins, no CORS headers at all and OPTIONS is a 405.
+	plain := setup(t)
+	resp, _ = plain.do(t, http.MethodOptions, "/v1/runs", "", "Origin", app, "Access-Control-Request-Method", "POST")
+	require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+	require.Empty(t, resp.Header.Get("Access-Control-Allow-Origin"))
 }

@@ -58,8 +58,9 @@ func (g *Gateway) routes() http.Handler {
 }
 
 // serve is the outer handler: it labels the request with its route,
-// applies the write deadline, checks the bearer token (all routes but
-// GET /healthz) and answers unrouted requests with JSON errors.
+// applies the write deadline, sets CORS headers and answers preflights,
+// checks the bearer token (all routes but GET /healthz) and answers
+// unrouted requests with JSON errors.
 func (g *Gateway) serve(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	h, pattern := mux.Handler(r)
@@ -75,6 +76,7 @@ func (g *Gateway) serve(mux *http.ServeMux, w http.ResponseWriter, r *http.Reque
 	}()
 	_ = http.NewResponseController(rec).SetWriteDeadline(time.Now().Add(g.cfg.WriteTimeout))
 	switch {
+	case g.cors(rec, r):
 	case pattern != routeHealth && !g.authorized(rec, r):
 	case pattern == "":
 		g.unrouted(h, rec, r)
