@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/catalog"
 	"github.com/lovia-fleet/lovia/pkg/client"
 	"github.com/lovia-fleet/lovia/pkg/gateway"
@@ -25,7 +26,9 @@ type access struct {
 // startGateway starts the HTTP gateway (which also serves the API service)
 // and returns its URL and stop function.
 func startGateway(ctx context.Context, env *Env, nc *nats.Conn, prefix, addr string, acc access, cat *catalog.Catalog, reg *prometheus.Registry, log *slog.Logger) (string, func(context.Context) error, error) {
-	_, st, err := openFleet(ctx, nc, prefix, 0, 1)
+	// Gateways do not claim runs: leave the workers consumer to workers,
+	// and the replica counts to whoever set them.
+	_, st, err := openFleet(ctx, nc, bus.ProvisionConfig{Prefix: prefix, SkipWorkers: true})
 	if err != nil {
 		return "", nil, err
 	}

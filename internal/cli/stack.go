@@ -44,9 +44,9 @@ func addWorkerFlags(fs *flag.FlagSet) *workerFlags {
 	fs.StringVar(&f.agents, "agents", "", "agents file (YAML); default: the built-in demo agent")
 	fs.StringVar(&f.workspace, "workspace", "workspace", "directory read_file and append_file are confined to")
 	fs.IntVar(&f.concurrency, "concurrency", worker.DefaultConcurrency, "runs executed at once per worker")
-	fs.DurationVar(&f.ackWait, "ack-wait", worker.DefaultAckWait, "claim ack wait: a silent worker loses its runs after this")
+	fs.DurationVar(&f.ackWait, "ack-wait", 0, "claim ack wait, fleet-wide: a silent worker loses its runs after this; unset: the fleet's (30s when new)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	fs.IntVar(&f.replicas, "replicas", 1, "replicas of the streams and buckets this worker creates (3 on a cluster)")
+	fs.IntVar(&f.replicas, "replicas", 0, "replicas of the streams and buckets (3 on a cluster); unset: 1 for new ones, existing ones keep theirs")
 	fs.DurationVar(&f.coalesce, "coalesce", 50*time.Millisecond, "send streamed text as one event at most this often (0: one event per model delta)")
 	return f
 }
@@ -84,19 +84,16 @@ func buildDeps(env *Env, wf *workerFlags, log *slog.Logger) (*fleetDeps, error) 
 	return &fleetDeps{registry: reg, catalog: cat}, nil
 }
 
-// openFleet provisions (idempotently) and opens the stores. ackWait sets
-// the workers consumer's ack wait; 0 leaves the consumer alone (gateways).
-func openFleet(ctx context.Context, nc *nats.Conn, prefix string, ackWait time.Duration, replicas int) (jetstream.JetStream, *store.Store, error) {
+// openFleet provisions (idempotently) and opens the stores.
+func openFleet(ctx context.Context, nc *nats.Conn, pc bus.ProvisionConfig) (jetstream.JetStream, *store.Store, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, nil, err
 	}
-	pc := bus.ProvisionConfig{Prefix: prefix, SkipWorkers: ackWait == 0, Replicas: replicas}
-	pc.Workers.AckWait = ackWait
 	if _, err := bus.Provision(ctx, js, pc); err != nil {
 		return nil, nil, err
 	}
-	names, _ := bus.NewNames(prefix)
+	names, _ := bus.NewNames(pc.Prefix)
 	st, err := store.Open(ctx, js, store.Config{
 		CheckpointBucket: names.CheckpointsBucket(), SessionBucket: names.SessionsBucket(),
 		MailboxBucket: names.MailboxBucket(), RunBucket: names.RunsBucket(),
@@ -178,7 +175,9 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 // startWorkerProcess provisions, opens stores, starts the API service and
 // one worker.
 func startWorkerProcess(ctx context.Context, nc *nats.Conn, prefix, id string, wf *workerFlags, deps *fleetDeps, reg prometheus.Registerer, log *slog.Logger) (*worker.Worker, *service.Service, error) {
-	js, st, err := openFleet(ctx, nc, prefix, wf.ackWait, wf.replicas)
+	pc := bus.ProvisionConfig{Prefix: prefix, Replicas: wf.replicas}
+	pc.Workers.AckWait = wf.ackWait
+	js, st, err := openFleet(ctx, nc, pc)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -47,6 +47,14 @@ func TestClusterFailover(t *testing.T) {
 	rep, err := bus.Provision(ctx, js, bus.ProvisionConfig{Replicas: 3, SkipWorkers: true})
 	require.NoError(t, err)
 	require.Empty(t, rep.Updated, "idempotent on a cluster too")
+	// A process that does not ask for a replica count (a gateway, a worker
+	// without --replicas) leaves the R3 streams alone.
+	rep, err = bus.Provision(ctx, js, bus.ProvisionConfig{SkipWorkers: true})
+	require.NoError(t, err)
+	require.Empty(t, rep.Updated, "an unset replica count shrank streams")
+	s, err := js.Stream(ctx, "LOVIA_EVENTS")
+	require.NoError(t, err)
+	require.Equal(t, 3, s.CachedInfo().Config.Replicas)
 
 	pub, err := bus.NewPublisher(js, bus.PublisherConfig{AckTimeout: 2 * time.Second, RetryAttempts: 20, RetryWait: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	require.NoError(t, err)

@@ -162,7 +162,7 @@ func workersConsumerConfig(n Names, c ProvisionConfig) jetstream.ConsumerConfig 
 		Description:   "Lovia workers: claim run requests",
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       c.Workers.AckWait,
+		AckWait:       orDuration(c.Workers.AckWait, DefaultWorkersAckWait),
 		MaxDeliver:    c.Workers.MaxDeliver,
 		FilterSubject: n.SubmitWildcard(),
 		ReplayPolicy:  jetstream.ReplayInstantPolicy,
@@ -299,7 +299,9 @@ func reconcileStream(have, want jetstream.StreamConfig) (jetstream.StreamConfig,
 		out.Subjects = want.Subjects
 	}
 	setField(&changed, "description", &out.Description, want.Description)
-	setField(&changed, "replicas", &out.Replicas, want.Replicas)
+	if want.Replicas != 0 {
+		setField(&changed, "replicas", &out.Replicas, want.Replicas)
+	}
 	setField(&changed, "discard", &out.Discard, want.Discard)
 	setField(&changed, "max_age", &out.MaxAge, want.MaxAge)
 	setField(&changed, "max_bytes", &out.MaxBytes, want.MaxBytes)
@@ -381,7 +383,7 @@ func (p *provisioner) consumer(ctx context.Context, stream string, want jetstrea
 		return &IncompatibleError{Stream: label, Diffs: incompatible}
 	}
 	out := have
-	if have.AckWait != want.AckWait {
+	if p.cfg.Workers.AckWait != 0 && have.AckWait != want.AckWait {
 		changed, out.AckWait = append(changed, "ack_wait"), want.AckWait
 	}
 	if have.MaxDeliver != want.MaxDeliver {

@@ -13,7 +13,10 @@ type ProvisionConfig struct {
 	// Prefix names every stream and bucket (PROTOCOL.md). Default
 	// DefaultPrefix ("lovia").
 	Prefix string
-	// Replicas of every stream and bucket. Default 1; use 3 on a cluster.
+	// Replicas of every stream and bucket; use 3 on a cluster. Zero
+	// creates missing ones with 1 replica and leaves the replica count of
+	// existing ones alone, so that a process started without a count (a
+	// gateway, a worker without --replicas) never shrinks an R3 fleet.
 	Replicas int
 	// Storage of every stream and bucket. Default file storage (the zero
 	// value of jetstream.StorageType).
@@ -105,7 +108,9 @@ type BucketConfig struct {
 // <P>_RUNS (explicit acks, deliver all, filter <p>.submit.*).
 type WorkersConsumerConfig struct {
 	// AckWait is how long a claim lives without an ack or an ack-progress
-	// heartbeat; failover takes about this long. Default 30s.
+	// heartbeat; failover takes about this long. It is fleet-wide: a value
+	// changes the existing consumer's. Zero keeps the existing consumer's
+	// and creates a new one with DefaultWorkersAckWait (30s).
 	AckWait time.Duration
 	// MaxDeliver caps deliveries of one request (crash redeliveries and
 	// naks). Default 10.
@@ -136,9 +141,6 @@ func (c ProvisionConfig) WithDefaults() ProvisionConfig {
 	if c.Prefix == "" {
 		c.Prefix = DefaultPrefix
 	}
-	if c.Replicas == 0 {
-		c.Replicas = 1
-	}
 	c.Runs.Duplicates = orDuration(c.Runs.Duplicates, DefaultRunsDuplicates)
 	c.Runs.MaxAge = orDuration(c.Runs.MaxAge, DefaultRunsMaxAge)
 	c.Runs.MaxBytes = orInt(c.Runs.MaxBytes, -1)
@@ -152,7 +154,6 @@ func (c ProvisionConfig) WithDefaults() ProvisionConfig {
 	for _, b := range []*BucketConfig{&c.Sessions, &c.Checkpoints, &c.Mailbox, &c.RunIndex} {
 		*b = b.withDefaults()
 	}
-	c.Workers.AckWait = orDuration(c.Workers.AckWait, DefaultWorkersAckWait)
 	c.Workers.MaxDeliver = orInt(c.Workers.MaxDeliver, DefaultWorkersMaxDeliver)
 	c.Workers.MaxAckPending = orInt(c.Workers.MaxAckPending, DefaultWorkersAckPending)
 	c.Workers.MaxWaiting = orInt(c.Workers.MaxWaiting, DefaultWorkersMaxWaiting)
@@ -177,8 +178,8 @@ func (c ProvisionConfig) validate() error {
 	if err := ValidateID("prefix", c.Prefix); err != nil {
 		return configError("Prefix", "%v", err)
 	}
-	if c.Replicas < 1 || c.Replicas > 5 {
-		return configError("Replicas", "%d is not 1–5", c.Replicas)
+	if c.Replicas < 0 || c.Replicas > 5 {
+		return configError("Replicas", "%d is not 1–5 (or 0: keep, 1 when creating)", c.Replicas)
 	}
 	if c.Storage != jetstream.FileStorage && c.Storage != jetstream.MemoryStorage {
 		return configError("Storage", "%v is not file or memory", c.Storage)
@@ -199,7 +200,7 @@ func (c ProvisionConfig) validate() error {
 		{"Events.MaxMsgsPerSubject", "positive or -1", c.Events.MaxMsgsPerSubject < -1},
 		{"Events.MaxMsgSize", "positive or -1", c.Events.MaxMsgSize < -1},
 		{"Events.MaxConsumers", "positive", c.Events.MaxConsumers < 1},
-		{"Workers.AckWait", "at least 1s", c.Workers.AckWait < time.Second},
+		{"Workers.AckWait", "at least 1s (or 0: keep the consumer's)", c.Workers.AckWait != 0 && c.Workers.AckWait < time.Second},
 		{"Workers.MaxDeliver", "positive or -1", c.Workers.MaxDeliver < -1},
 		{"Workers.MaxAckPending", "positive", c.Workers.MaxAckPending < 1},
 		{"Workers.MaxWaiting", "positive", c.Workers.MaxWaiting < 1},

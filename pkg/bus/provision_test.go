@@ -97,6 +97,20 @@ func TestProvision(t *testing.T) {
 		require.Equal(t, int64(5), st.History())
 	})
 
+	t.Run("an unset ack wait keeps the fleet's", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := ctxT(t)
+		_, err := bus.Provision(ctx, b.js, bus.ProvisionConfig{Workers: bus.WorkersConsumerConfig{AckWait: 2 * time.Minute}})
+		require.NoError(t, err)
+		rep, err := bus.Provision(ctx, b.js, bus.ProvisionConfig{})
+		require.NoError(t, err)
+		require.Empty(t, rep.Updated)
+		cons, err := b.js.Consumer(ctx, "LOVIA_RUNS", "workers")
+		require.NoError(t, err)
+		require.Equal(t, 2*time.Minute, cons.CachedInfo().Config.AckWait)
+	})
+
 	t.Run("keeps settings it does not own", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -220,6 +234,6 @@ func TestProvisionConfigValidate(t *testing.T) {
 	}
 	d := bus.ProvisionConfig{}.WithDefaults()
 	require.Equal(t, "lovia", d.Prefix)
-	require.Equal(t, 1, d.Replicas)
+	require.Equal(t, 0, d.Replicas, "unset: keep existing replicas, create with 1")
 	require.Equal(t, uint8(1), d.Sessions.History)
 }

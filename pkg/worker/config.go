@@ -32,8 +32,10 @@ type Config struct {
 	// Concurrency is the number of runs executed at once. Runs are mostly
 	// waiting on models and tools, so the default is 1024.
 	Concurrency int
-	// AckWait is the claim's ack wait (the consumer's): a worker silent for
-	// this long loses its runs to another. Default 30s.
+	// AckWait is the claim's ack wait (the workers consumer's): a worker
+	// silent for this long loses its runs to another. It is fleet-wide: a
+	// value changes the consumer's for every worker (unless SkipProvision).
+	// Zero takes the consumer's (30s when this worker creates it).
 	AckWait time.Duration
 	// Heartbeat is the ack-progress interval. Default AckWait/3.
 	Heartbeat time.Duration
@@ -95,10 +97,7 @@ func (c Config) WithDefaults() Config {
 	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency
 	}
-	if c.AckWait == 0 {
-		c.AckWait = DefaultAckWait
-	}
-	if c.Heartbeat == 0 {
+	if c.Heartbeat == 0 && c.AckWait > 0 {
 		c.Heartbeat = c.AckWait / 3
 	}
 	if c.TakeoverInterval == 0 {
@@ -144,9 +143,9 @@ func (c Config) validate() error {
 		return fmt.Errorf("worker: Config.ID %q must be 1-128 characters of [A-Za-z0-9_-]", c.ID)
 	case c.Concurrency < 1:
 		return fmt.Errorf("worker: Config.Concurrency %d must be positive", c.Concurrency)
-	case c.AckWait < time.Second:
-		return fmt.Errorf("worker: Config.AckWait %s must be at least 1s", c.AckWait)
-	case c.Heartbeat <= 0 || c.Heartbeat >= c.AckWait:
+	case c.AckWait != 0 && c.AckWait < time.Second:
+		return fmt.Errorf("worker: Config.AckWait %s must be at least 1s (or 0: the consumer's)", c.AckWait)
+	case c.Heartbeat < 0 || c.AckWait > 0 && c.Heartbeat >= c.AckWait:
 		return fmt.Errorf("worker: Config.Heartbeat %s must be positive and shorter than AckWait %s", c.Heartbeat, c.AckWait)
 	case c.ShutdownGrace < 0:
 		return fmt.Errorf("worker: Config.ShutdownGrace %s must not be negative", c.ShutdownGrace)

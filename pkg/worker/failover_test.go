@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -152,35 +153,47 @@ func TestOrderedShutdownReleasesRun(t *testing.T) {
 	require.Equal(t, 2, st.Attempt)
 }
 
-// TestHeartbeatFollowsConsumerAckWait: a worker that binds to streams
-// provisioned by someone else (SkipProvision) with the default config
-// (AckWait 30s, so heartbeats every 10s) must still keep its claims on a
-// consumer whose AckWait is 2s. Otherwise a run longer than the ack wait
-// is redelivered while it runs and executes twice at once. The run (a
-// 2.5s sleep) must have one run_started, no run_resumed, one terminal
-// event, and never be redelivered.
+// TestHeartbeatFollowsConsumerAckWait: a worker with the default config
+// (no AckWait), started after the fleet's consumer was given AckWait 2s,
+// must keep its claims on that consumer — whether it binds to the streams
+// (SkipProvision) or provisions them itself, in which case it must also
+// leave the fleet's ack wait alone (a worker without --ack-wait used to
+// reset it to 30s for everyone). Otherwise a run longer than the ack wait
+// is redelivered while it runs and executes twice at once. The run (a 2.5s
+// sleep) must have one run_started, no run_resumed, one terminal event,
+// and never be redelivered.
 func TestHeartbeatFollowsConsumerAckWait(t *testing.T) {
 	t.Parallel()
-	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents, Worker: func(c *worker.Config) {
-		c.AckWait, c.Heartbeat, c.SkipProvision = 2*time.Second, 500*time.Millisecond, false
-	}})
-	ctx := context.Background()
-	require.NoError(t, f.Workers[0].Stop(ctx))
-	f.StartWorker(workerConfig(t, f, "wdefault"))
+	for _, provision := range []bool{false, true} {
+		t.Run(fmt.Sprintf("provision=%t", provision), func(t *testing.T) {
+			t.Parallel()
+			f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents, Worker: func(c *worker.Config) {
+				c.AckWait, c.Heartbeat, c.SkipProvision = 2*time.Second, 500*time.Millisecond, false
+			}})
+			ctx := context.Background()
+			require.NoError(t, f.Workers[0].Stop(ctx))
+			cfg := workerConfig(t, f, "wdefault")
+			cfg.SkipProvision = !provision
+			f.StartWorker(cfg)
 
-	rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "dozer", Input: bus.TextInput("nap")})
-	require.NoError(t, err)
-	f.Events(rep.RunID, 15*time.Second)
-	waitIdle(t, f, 10*time.Second)
-	envs := runEvents(t, f, rep.RunID)
-	checkOneSubmission(t, rep.RunID, envs)
-	require.Empty(t, ofType(envs, bus.EventRunResumed), "redelivered while running: %v", fleettest.Types(envs))
-	ci, err := f.JS.Consumer(ctx, "LOVIA_RUNS", "workers")
-	require.NoError(t, err)
-	info, err := ci.Info(ctx)
-	require.NoError(t, err)
-	require.Equal(t, 2*time.Second, info.Config.AckWait)
-	require.Equal(t, info.Delivered.Stream, info.Delivered.Consumer, "the run was redelivered")
+			ci, err := f.JS.Consumer(ctx, "LOVIA_RUNS", "workers")
+			require.NoError(t, err)
+			info, err := ci.Info(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 2*time.Second, info.Config.AckWait, "a worker without AckWait changed the fleet's")
+
+			rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "dozer", Input: bus.TextInput("nap")})
+			require.NoError(t, err)
+			f.Events(rep.RunID, 15*time.Second)
+			waitIdle(t, f, 10*time.Second)
+			envs := runEvents(t, f, rep.RunID)
+			checkOneSubmission(t, rep.RunID, envs)
+			require.Empty(t, ofType(envs, bus.EventRunResumed), "redelivered while running: %v", fleettest.Types(envs))
+			info, err = ci.Info(ctx)
+			require.NoError(t, err)
+			require.Equal(t, info.Delivered.Stream, info.Delivered.Consumer, "the run was redelivered")
+		})
+	}
 }
 
 // TestTakeoverNakDoesNotDoubleRun: worker A dies holding a run, and its

@@ -120,18 +120,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	if w.cons, err = js.Consumer(ctx, w.names.RunsStream(), w.names.WorkersConsumer()); err != nil {
 		return fmt.Errorf("worker: consumer %s on %s: %w (provision the streams first, or drop SkipProvision)", w.names.WorkersConsumer(), w.names.RunsStream(), err)
 	}
-	if ci := w.cons.CachedInfo(); ci != nil && ci.Config.AckWait > 0 && ci.Config.AckWait < w.cfg.AckWait {
-		// Streams provisioned by someone else (SkipProvision, or another
-		// worker's Provision) may claim for less than Config.AckWait:
-		// heartbeat for the consumer's ack wait, or every run longer than it
-		// is redelivered while it runs.
-		w.log.Warn("the workers consumer's ack wait is shorter than Config.AckWait; heartbeating for it",
-			"consumer_ack_wait", ci.Config.AckWait, "config_ack_wait", w.cfg.AckWait)
-		w.cfg.AckWait = ci.Config.AckWait
-		if w.cfg.Heartbeat > w.cfg.AckWait/2 {
-			w.cfg.Heartbeat = w.cfg.AckWait / 3
-		}
-	}
+	w.adoptAckWait()
 	if w.ctlSub, err = w.cfg.Conn.Subscribe(w.names.Prefix()+".control.*", w.onControl); err != nil {
 		return fmt.Errorf("worker: control subscription: %w", err)
 	}
@@ -150,6 +139,29 @@ func (w *Worker) Start(ctx context.Context) error {
 	go w.claimLoop()
 	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "ack_wait", w.cfg.AckWait)
 	return nil
+}
+
+// adoptAckWait settles the claim's ack wait and heartbeat on the workers
+// consumer's ack wait: an unset Config.AckWait takes it; a longer one
+// (streams provisioned by someone else: SkipProvision, or another worker's
+// Provision) yields to it, or every run longer than the consumer's ack wait
+// would be redelivered while it runs.
+func (w *Worker) adoptAckWait() {
+	have := DefaultAckWait
+	if ci := w.cons.CachedInfo(); ci != nil && ci.Config.AckWait > 0 {
+		have = ci.Config.AckWait
+	}
+	switch {
+	case w.cfg.AckWait == 0:
+		w.cfg.AckWait = have
+	case have < w.cfg.AckWait:
+		w.log.Warn("the workers consumer's ack wait is shorter than Config.AckWait; heartbeating for it",
+			"consumer_ack_wait", have, "config_ack_wait", w.cfg.AckWait)
+		w.cfg.AckWait = have
+	}
+	if w.cfg.Heartbeat == 0 || w.cfg.Heartbeat > w.cfg.AckWait/2 {
+		w.cfg.Heartbeat = w.cfg.AckWait / 3
+	}
 }
 
 // Stop stops claiming, lets running runs finish within ShutdownGrace (or
