@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
 	"github.com/lovia-fleet/lovia/pkg/loop"
@@ -30,8 +33,18 @@ import (
 // head), so Load never sees it. The store purges such an orphan right away
 // when the refusal is definite; if that fails, or the writer crashed between
 // the two writes, the orphan stays until [Checkpointer.Delete] purges every
-// key of the run. A write whose outcome is unknown (a timeout) leaves its
-// batch alone, since the head may reference it.
+// key of the run. A write whose outcome is unknown (a timeout, a cancelled
+// context, a connection lost before the reply) leaves its batch alone,
+// since the head may reference it.
+//
+// # Unknown outcomes
+//
+// Every head carries the nonce of the append that wrote it. When a head
+// write's outcome is unknown, the checkpointer remembers the attempt; the
+// writer's next append on the same revision (the loop retries with what it
+// last knew) reads the head, and if that head is the lost write's, it
+// continues from it, appending only the entries the lost write did not
+// already store, instead of being fenced by its own write.
 //
 // # Cache
 //
@@ -56,6 +69,8 @@ type headRecord struct {
 	Entries int          `msgpack:"entries"`
 	Batches int          `msgpack:"batches"`
 	Last    string       `msgpack:"last,omitempty"`
+	// Write is the nonce of the append that wrote this head.
+	Write string `msgpack:"w,omitempty"`
 }
 
 type batchRecord struct {
@@ -189,13 +204,46 @@ func (c *Checkpointer) loadBatches(ctx context.Context, runID string, h *headRec
 	return batches, nil
 }
 
+// appendAttempts bounds the tries of an append whose writes time out or
+// find JetStream briefly unavailable (a stream leader election).
+const appendAttempts = 3
+
 // Append appends w.Entries and replaces the head, conditional on w.Revision
 // (see [loop.Checkpointer] and the type's doc for fencing). It returns the
-// head's new KV revision.
+// head's new KV revision. A write that times out or finds JetStream briefly
+// unavailable is tried again (three tries in all, while ctx allows), which
+// is safe because a retry finds out whether the lost write was stored.
 func (c *Checkpointer) Append(ctx context.Context, runID string, w loop.CheckpointWrite) (uint64, error) {
+	wait := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		rev, err := c.appendOnce(ctx, runID, w)
+		if err == nil || attempt == appendAttempts || ctx.Err() != nil || !transient(err) {
+			return rev, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, err
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+}
+
+// transient reports whether a failed write may succeed when tried again.
+func transient(err error) bool {
+	return errors.Is(err, ErrTimeout) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
+}
+
+func (c *Checkpointer) appendOnce(ctx context.Context, runID string, w loop.CheckpointWrite) (uint64, error) {
 	const op = "checkpoint append"
 	if err := checkID(op, "run id", runID); err != nil {
 		return 0, err
+	}
+	if p, ok := c.cache.getLost(runID); ok && p.revision == w.Revision {
+		var err error
+		if w, err = c.resolveLost(ctx, runID, p, w); err != nil {
+			return 0, err
+		}
 	}
 	var cur headState
 	if w.Revision != 0 {
@@ -211,7 +259,7 @@ func (c *Checkpointer) Append(ctx context.Context, runID string, w loop.Checkpoi
 		return 0, fmt.Errorf("store: %s %s: %w: %w: %d entries are stored, the writer's base is %d", op, runID, loop.ErrFenced, ErrBaseMismatch, cur.entries, w.Base)
 	}
 
-	next := headRecord{Head: w.Head, Entries: cur.entries, Batches: cur.batches, Last: cur.last}
+	next := headRecord{Head: w.Head, Entries: cur.entries, Batches: cur.batches, Last: cur.last, Write: nuid.Next()}
 	var orphans []string
 	if len(w.Entries) > 0 {
 		key := batchKey(runID, cur.batches)
@@ -248,12 +296,43 @@ func (c *Checkpointer) Append(ctx context.Context, runID string, w loop.Checkpoi
 			c.dropAll(ctx, orphans)
 			return 0, fmt.Errorf("store: %s %s: %w: %w", op, runID, loop.ErrFenced, err)
 		}
+		c.cache.putLost(runID, lostWrite{revision: w.Revision, base: w.Base, entries: len(w.Entries), nonce: next.Write})
 		return 0, wrapErr(op, runID, err)
 	}
 	c.cache.put(runID, headState{rev: rev, entries: next.Entries, batches: next.Batches, last: next.Last, chunks: chunks})
 	// The previous head's chunks (rare: heads are small) are unreferenced now.
 	c.b.purgeQuietly(ctx, cur.chunks)
 	return rev, nil
+}
+
+// resolveLost finds out whether the append p, whose outcome was unknown,
+// stored its head. If it did, it returns w rebased on that head: the
+// revision it produced, minus the entries it already stored (the writer
+// sends them again, since it did not learn they were stored). Otherwise w
+// is returned unchanged.
+func (c *Checkpointer) resolveLost(ctx context.Context, runID string, p lostWrite, w loop.CheckpointWrite) (loop.CheckpointWrite, error) {
+	e, err := c.b.get(ctx, headKey(runID))
+	if isNotFound(err) {
+		c.cache.dropLost(runID)
+		return w, nil
+	}
+	if err != nil {
+		return w, wrapErr("checkpoint append", runID, err)
+	}
+	c.cache.dropLost(runID)
+	if e.Revision() == w.Revision {
+		return w, nil // the lost write did not land
+	}
+	var h headRecord
+	chunks, err := c.b.decode(ctx, e.Value(), &h)
+	if err != nil || h.Write != p.nonce || w.Base != p.base || len(w.Entries) < p.entries {
+		return w, nil // someone else's head, or another write: the append decides
+	}
+	c.cache.put(runID, headState{rev: e.Revision(), entries: h.Entries, batches: h.Batches, last: h.Last, chunks: chunks})
+	w.Revision = e.Revision()
+	w.Base += p.entries
+	w.Entries = w.Entries[p.entries:]
+	return w, nil
 }
 
 // readHead reads the stored head for a writer that presents revision want.
@@ -305,11 +384,50 @@ func (c *Checkpointer) Delete(ctx context.Context, runID string) error {
 	return nil
 }
 
-// headCache remembers the last head this process wrote or read per run. It
-// is bounded; an evicted run costs one head read on its next append.
+// headCache remembers the last head this process wrote or read per run,
+// and the appends whose outcome it does not know. It is bounded; an
+// evicted run costs one head read on its next append (or, for a lost
+// write, fences its writer, as before the cache).
 type headCache struct {
-	mu sync.Mutex
-	m  map[string]headState
+	mu   sync.Mutex
+	m    map[string]headState
+	lost map[string]lostWrite // by run
+}
+
+// lostWrite is an append whose head write's outcome is unknown.
+type lostWrite struct {
+	revision uint64 // the revision it was conditional on
+	base     int    // its CheckpointWrite.Base
+	entries  int    // how many entries it appended
+	nonce    string // headRecord.Write of the head it wrote
+}
+
+func (h *headCache) getLost(run string) (lostWrite, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p, ok := h.lost[run]
+	return p, ok
+}
+
+func (h *headCache) putLost(run string, p lostWrite) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lost == nil {
+		h.lost = make(map[string]lostWrite)
+	}
+	if _, ok := h.lost[run]; !ok && len(h.lost) >= headCacheSize {
+		for k := range h.lost {
+			delete(h.lost, k)
+			break
+		}
+	}
+	h.lost[run] = p
+}
+
+func (h *headCache) dropLost(run string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.lost, run)
 }
 
 const headCacheSize = 4096
