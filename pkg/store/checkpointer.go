@@ -402,60 +402,42 @@ type lostWrite struct {
 	nonce    string // headRecord.Write of the head it wrote
 }
 
-func (h *headCache) getLost(run string) (lostWrite, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	p, ok := h.lost[run]
-	return p, ok
-}
-
-func (h *headCache) putLost(run string, p lostWrite) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.lost == nil {
-		h.lost = make(map[string]lostWrite)
-	}
-	if _, ok := h.lost[run]; !ok && len(h.lost) >= headCacheSize {
-		for k := range h.lost {
-			delete(h.lost, k)
-			break
-		}
-	}
-	h.lost[run] = p
-}
-
-func (h *headCache) dropLost(run string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.lost, run)
-}
-
 const headCacheSize = 4096
 
-func (h *headCache) get(run string) (headState, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	s, ok := h.m[run]
-	return s, ok
+func (h *headCache) get(run string) (headState, bool)     { return cacheGet(&h.mu, &h.m, run) }
+func (h *headCache) put(run string, s headState)          { cachePut(&h.mu, &h.m, run, s) }
+func (h *headCache) drop(run string)                      { cacheDrop(&h.mu, &h.m, run) }
+func (h *headCache) getLost(run string) (lostWrite, bool) { return cacheGet(&h.mu, &h.lost, run) }
+func (h *headCache) putLost(run string, p lostWrite)      { cachePut(&h.mu, &h.lost, run, p) }
+func (h *headCache) dropLost(run string)                  { cacheDrop(&h.mu, &h.lost, run) }
+
+// The maps are passed by pointer and read under the lock: cachePut
+// creates them.
+func cacheGet[V any](mu *sync.Mutex, m *map[string]V, k string) (V, bool) {
+	mu.Lock()
+	defer mu.Unlock()
+	v, ok := (*m)[k]
+	return v, ok
 }
 
-func (h *headCache) put(run string, s headState) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.m == nil {
-		h.m = make(map[string]headState)
+// cachePut stores v under k, evicting an arbitrary key when the map is full.
+func cachePut[V any](mu *sync.Mutex, m *map[string]V, k string, v V) {
+	mu.Lock()
+	defer mu.Unlock()
+	if *m == nil {
+		*m = make(map[string]V)
 	}
-	if _, ok := h.m[run]; !ok && len(h.m) >= headCacheSize {
-		for k := range h.m { // evict an arbitrary run
-			delete(h.m, k)
+	if _, ok := (*m)[k]; !ok && len(*m) >= headCacheSize {
+		for old := range *m {
+			delete(*m, old)
 			break
 		}
 	}
-	h.m[run] = s
+	(*m)[k] = v
 }
 
-func (h *headCache) drop(run string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.m, run)
+func cacheDrop[V any](mu *sync.Mutex, m *map[string]V, k string) {
+	mu.Lock()
+	defer mu.Unlock()
+	delete(*m, k)
 }

@@ -117,6 +117,24 @@ func (p *cutProxy) close() {
 	p.wg.Wait()
 }
 
+// behindCutProxy starts a server and opens a store (with timeout, if not
+// zero) over a connection through a cutProxy.
+func behindCutProxy(t *testing.T, timeout time.Duration) (*server, *cutProxy, *nats.Conn, *Store) {
+	t.Helper()
+	srv := startServer(t, Config{})
+	proxy := startCutProxy(t, strings.TrimPrefix(srv.emb.ClientURL(), "nats://"))
+	nc, err := nats.Connect(proxy.url(), nats.ReconnectWait(20*time.Millisecond), nats.MaxReconnects(-1))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	cfg := srv.cfg
+	cfg.Timeout = timeout
+	st, err := Open(t.Context(), js, cfg)
+	require.NoError(t, err)
+	return srv, proxy, nc, st
+}
+
 // TestCheckpointAppendAfterLostReply: a head write reaches the server but
 // its reply is lost (the connection drops), so the writer does not know
 // its append was stored. Its next append — the loop sends the same
@@ -127,15 +145,7 @@ func (p *cutProxy) close() {
 // for the ack wait).
 func TestCheckpointAppendAfterLostReply(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, Config{})
-	proxy := startCutProxy(t, strings.TrimPrefix(srv.emb.ClientURL(), "nats://"))
-	nc, err := nats.Connect(proxy.url(), nats.ReconnectWait(20*time.Millisecond), nats.MaxReconnects(-1))
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	st, err := Open(t.Context(), js, srv.cfg)
-	require.NoError(t, err)
+	srv, proxy, nc, st := behindCutProxy(t, 0)
 	reader := srv.open(t)
 	cp := st.Checkpointer()
 	ctx := t.Context()
@@ -146,8 +156,11 @@ func TestCheckpointAppendAfterLostReply(t *testing.T) {
 		first int
 	}{{"create", 0}, {"update", 1}} {
 		run := "run-lost-" + tc.name
-		var rev uint64
-		var stored []loop.Entry
+		var (
+			rev    uint64
+			stored []loop.Entry
+			err    error
+		)
 		for i := 1; i <= tc.first; i++ {
 			rev, err = cp.Append(ctx, run, loop.CheckpointWrite{Base: len(stored), Entries: turnEntries(i), Head: runHead(i), Revision: rev})
 			require.NoError(t, err)
@@ -196,15 +209,7 @@ func TestCheckpointAppendAfterLostReply(t *testing.T) {
 // fenced as usual.
 func TestLostWriteOverwrittenByAnotherWriterStillFences(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, Config{})
-	proxy := startCutProxy(t, strings.TrimPrefix(srv.emb.ClientURL(), "nats://"))
-	nc, err := nats.Connect(proxy.url(), nats.ReconnectWait(20*time.Millisecond), nats.MaxReconnects(-1))
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	st, err := Open(t.Context(), js, srv.cfg)
-	require.NoError(t, err)
+	srv, proxy, nc, st := behindCutProxy(t, 0)
 	other := srv.open(t)
 	ctx := t.Context()
 	const run = "run-lost-taken"
@@ -234,17 +239,7 @@ func TestLostWriteOverwrittenByAnotherWriterStillFences(t *testing.T) {
 // one successful append and the entries are stored once.
 func TestCheckpointAppendRetriesALostReply(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, Config{})
-	proxy := startCutProxy(t, strings.TrimPrefix(srv.emb.ClientURL(), "nats://"))
-	nc, err := nats.Connect(proxy.url(), nats.ReconnectWait(20*time.Millisecond), nats.MaxReconnects(-1))
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	cfg := srv.cfg
-	cfg.Timeout = time.Second
-	st, err := Open(t.Context(), js, cfg)
-	require.NoError(t, err)
+	srv, proxy, _, st := behindCutProxy(t, time.Second)
 	ctx := t.Context()
 	const run = "run-lost-retry"
 
