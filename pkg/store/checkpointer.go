@@ -40,11 +40,12 @@ import (
 // # Unknown outcomes
 //
 // Every head carries the nonce of the append that wrote it. When a head
-// write's outcome is unknown, the checkpointer remembers the attempt; the
-// writer's next append on the same revision (the loop retries with what it
-// last knew) reads the head, and if that head is the lost write's, it
-// continues from it, appending only the entries the lost write did not
-// already store, instead of being fenced by its own write.
+// write's outcome is unknown, the checkpointer remembers the attempt. If
+// the writer's next append on the same revision (the loop retries with what
+// it last knew) loses the compare-and-set, the checkpointer reads the head:
+// when it is the lost write's, the append continues from it, storing only
+// the entries the lost write did not already store, instead of being fenced
+// by its own write.
 //
 // # Cache
 //
@@ -239,18 +240,15 @@ func (c *Checkpointer) appendOnce(ctx context.Context, runID string, w loop.Chec
 	if err := checkID(op, "run id", runID); err != nil {
 		return 0, err
 	}
-	if p, ok := c.cache.getLost(runID); ok && p.revision == w.Revision {
-		var err error
-		if w, err = c.resolveLost(ctx, runID, p, w); err != nil {
-			return 0, err
-		}
-	}
 	var cur headState
 	if w.Revision != 0 {
 		var ok bool
 		if cur, ok = c.cache.get(runID); !ok || cur.rev != w.Revision {
 			var err error
 			if cur, err = c.readHead(ctx, runID, w.Revision); err != nil {
+				if rebased, ok := c.ownLostWrite(ctx, runID, w, err); ok {
+					return c.appendOnce(ctx, runID, rebased)
+				}
 				return 0, err
 			}
 		}
@@ -294,45 +292,68 @@ func (c *Checkpointer) appendOnce(ctx context.Context, runID string, w loop.Chec
 		if isCAS(err) {
 			// A definite refusal: nothing references what we wrote.
 			c.dropAll(ctx, orphans)
+			if rebased, ok := c.ownLostWrite(ctx, runID, w, err); ok {
+				return c.appendOnce(ctx, runID, rebased)
+			}
 			return 0, fmt.Errorf("store: %s %s: %w: %w", op, runID, loop.ErrFenced, err)
 		}
 		c.cache.putLost(runID, lostWrite{revision: w.Revision, base: w.Base, entries: len(w.Entries), nonce: next.Write})
 		return 0, wrapErr(op, runID, err)
 	}
 	c.cache.put(runID, headState{rev: rev, entries: next.Entries, batches: next.Batches, last: next.Last, chunks: chunks})
+	c.cache.dropLost(runID)
 	// The previous head's chunks (rare: heads are small) are unreferenced now.
 	c.b.purgeQuietly(ctx, cur.chunks)
 	return rev, nil
 }
 
-// resolveLost finds out whether the append p, whose outcome was unknown,
-// stored its head. If it did, it returns w rebased on that head: the
-// revision it produced, minus the entries it already stored (the writer
-// sends them again, since it did not learn they were stored). Otherwise w
-// is returned unchanged.
-func (c *Checkpointer) resolveLost(ctx context.Context, runID string, p lostWrite, w loop.CheckpointWrite) (loop.CheckpointWrite, error) {
-	e, err := c.b.get(ctx, headKey(runID))
-	if isNotFound(err) {
-		c.cache.dropLost(runID)
-		return w, nil
-	}
-	if err != nil {
-		return w, wrapErr("checkpoint append", runID, err)
+// ownLostWrite reports whether the refusal err of w was caused by this
+// checkpointer's own earlier write on the same revision, whose reply was
+// lost; if so it returns w rebased on that write (see landed). It forgets
+// the lost write either way.
+func (c *Checkpointer) ownLostWrite(ctx context.Context, runID string, w loop.CheckpointWrite, err error) (loop.CheckpointWrite, bool) {
+	p, ok := c.cache.getLost(runID)
+	if !ok || p.revision != w.Revision || !errors.Is(err, loop.ErrFenced) && !isCAS(err) {
+		return w, false
 	}
 	c.cache.dropLost(runID)
-	if e.Revision() == w.Revision {
-		return w, nil // the lost write did not land
+	return c.landed(ctx, runID, p, w)
+}
+
+// landed reports whether the stored head is the one the lost append p
+// wrote, and if so returns w rebased on it: its revision, minus the
+// entries p already stored (the writer sends them again, since it did not
+// learn they were stored). A read that still shows the revision p was
+// conditional on (a replica behind the leader) is tried again briefly.
+func (c *Checkpointer) landed(ctx context.Context, runID string, p lostWrite, w loop.CheckpointWrite) (loop.CheckpointWrite, bool) {
+	if w.Base != p.base || len(w.Entries) < p.entries {
+		return w, false // another write than the lost one
 	}
-	var h headRecord
-	chunks, err := c.b.decode(ctx, e.Value(), &h)
-	if err != nil || h.Write != p.nonce || w.Base != p.base || len(w.Entries) < p.entries {
-		return w, nil // someone else's head, or another write: the append decides
+	for try := 0; try < 5; try++ {
+		e, err := c.b.get(ctx, headKey(runID))
+		if err != nil {
+			return w, false
+		}
+		if e.Revision() == w.Revision {
+			select {
+			case <-ctx.Done():
+				return w, false
+			case <-time.After(20 * time.Millisecond):
+			}
+			continue
+		}
+		var h headRecord
+		chunks, err := c.b.decode(ctx, e.Value(), &h)
+		if err != nil || h.Write != p.nonce {
+			return w, false // another writer's head
+		}
+		c.cache.put(runID, headState{rev: e.Revision(), entries: h.Entries, batches: h.Batches, last: h.Last, chunks: chunks})
+		w.Revision = e.Revision()
+		w.Base += p.entries
+		w.Entries = w.Entries[p.entries:]
+		return w, true
 	}
-	c.cache.put(runID, headState{rev: e.Revision(), entries: h.Entries, batches: h.Batches, last: h.Last, chunks: chunks})
-	w.Revision = e.Revision()
-	w.Base += p.entries
-	w.Entries = w.Entries[p.entries:]
-	return w, nil
+	return w, false
 }
 
 // readHead reads the stored head for a writer that presents revision want.

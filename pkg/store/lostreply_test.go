@@ -21,12 +21,18 @@ import (
 // cutProxy forwards TCP between NATS clients and a server. Armed with a
 // pattern, it forwards the client's next write containing it, then cuts
 // the connection before the server's reply can come back: the server
-// applied the request, the client never learns it did.
+// applied the request, the client never learns it did. Armed to hold, it
+// also keeps that write from the server until a later write (on any
+// connection) contains the pattern again: the lost request lands just
+// before the next one.
 type cutProxy struct {
 	ln     net.Listener
 	target string
 	mu     sync.Mutex
 	cut    []byte
+	hold   bool
+	held   []byte   // a held write
+	heldTo net.Conn // the server side it goes to
 	conns  []net.Conn
 	wg     sync.WaitGroup
 	closed atomic.Bool
@@ -46,10 +52,10 @@ func startCutProxy(t *testing.T, target string) *cutProxy {
 
 func (p *cutProxy) url() string { return "nats://" + p.ln.Addr().String() }
 
-func (p *cutProxy) arm(pattern string) {
+func (p *cutProxy) arm(pattern string, hold bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.cut = []byte(pattern)
+	p.cut, p.hold = []byte(pattern), hold
 }
 
 func (p *cutProxy) accept() {
@@ -73,25 +79,52 @@ func (p *cutProxy) accept() {
 	}
 }
 
-// upstream copies client → server, cutting both sides after an armed match.
+// upstream copies client → server, cutting both sides after an armed match
+// (or, holding, the client side only).
 func (p *cutProxy) upstream(c, s net.Conn) {
-	defer func() { _ = s.Close(); _ = c.Close() }()
+	keep := false
+	defer func() {
+		_ = c.Close()
+		if !keep {
+			_ = s.Close()
+		}
+	}()
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := c.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
+			var release []byte
+			var releaseTo net.Conn
+			if p.held != nil && bytes.Contains(buf[:n], p.cut) {
+				release, releaseTo, p.held, p.cut = p.held, p.heldTo, nil, nil
+			}
 			hit := len(p.cut) > 0 && bytes.Contains(buf[:n], p.cut)
-			if hit {
+			hold := hit && p.hold && p.held == nil
+			switch {
+			case hold:
+				p.held, p.heldTo = bytes.Clone(buf[:n]), s
+			case hit:
 				p.cut = nil
 			}
 			p.mu.Unlock()
+			if release != nil {
+				_, _ = releaseTo.Write(release)
+				time.Sleep(100 * time.Millisecond) // the server stores it
+				_ = releaseTo.Close()
+			}
+			if hold {
+				keep = true
+				_ = c.Close()
+				p.fired <- struct{}{}
+				return
+			}
 			if _, werr := s.Write(buf[:n]); werr != nil {
 				return
 			}
 			if hit {
-				// Let the server read the request, then drop both sides
-				// before its reply travels back.
+				// Drop the client before the reply travels back; let the
+				// server read the request before its side closes too.
 				_ = c.Close()
 				time.Sleep(50 * time.Millisecond)
 				p.fired <- struct{}{}
@@ -167,7 +200,7 @@ func TestCheckpointAppendAfterLostReply(t *testing.T) {
 			stored = append(stored, turnEntries(i)...)
 		}
 
-		proxy.arm(run + ".head")
+		proxy.arm(run+".head", false)
 		lost := turnEntries(tc.first + 1)
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		_, err = cp.Append(actx, run, loop.CheckpointWrite{Base: len(stored), Entries: lost, Head: runHead(tc.first + 1), Revision: rev})
@@ -216,7 +249,7 @@ func TestLostWriteOverwrittenByAnotherWriterStillFences(t *testing.T) {
 
 	rev, err := st.Checkpointer().Append(ctx, run, loop.CheckpointWrite{Entries: turnEntries(1), Head: runHead(1)})
 	require.NoError(t, err)
-	proxy.arm(run + ".head")
+	proxy.arm(run+".head", false)
 	actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	_, err = st.Checkpointer().Append(actx, run, loop.CheckpointWrite{Base: 3, Entries: turnEntries(2), Head: runHead(2), Revision: rev})
 	cancel()
@@ -245,7 +278,7 @@ func TestCheckpointAppendRetriesALostReply(t *testing.T) {
 
 	rev, err := st.Checkpointer().Append(ctx, run, loop.CheckpointWrite{Entries: turnEntries(1), Head: runHead(1)})
 	require.NoError(t, err)
-	proxy.arm(run + ".head")
+	proxy.arm(run+".head", false)
 	rev2, err := st.Checkpointer().Append(ctx, run, loop.CheckpointWrite{Base: 3, Entries: turnEntries(2), Head: runHead(2), Revision: rev})
 	require.NoError(t, err, "the append retried its lost write")
 	select {
@@ -257,4 +290,38 @@ func TestCheckpointAppendRetriesALostReply(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, append(turnEntries(1), turnEntries(2)...), got.Entries)
 	require.Equal(t, rev2, got.Revision)
+}
+
+// TestCheckpointLostWriteLandsLate: the lost head write reaches the server
+// only after the retry has read the head (still the old one) and just
+// before the retry's own head write, which then loses the compare-and-set
+// to it. The retry must recognise its own write and carry on.
+func TestCheckpointLostWriteLandsLate(t *testing.T) {
+	t.Parallel()
+	srv, proxy, nc, st := behindCutProxy(t, 0)
+	ctx := t.Context()
+	const run = "run-lost-late"
+
+	rev, err := st.Checkpointer().Append(ctx, run, loop.CheckpointWrite{Entries: turnEntries(1), Head: runHead(1)})
+	require.NoError(t, err)
+	// Match head writes only ("HPUB $KV.<bucket>.<run>.head"), not the
+	// retry's read of the head, which must still see the old one.
+	proxy.arm("PUB $KV."+st.checkpoints.b.name+"."+run+".head ", true)
+	actx, cancel := context.WithTimeout(ctx, time.Second)
+	_, err = st.Checkpointer().Append(actx, run, loop.CheckpointWrite{Base: 3, Entries: turnEntries(2), Head: runHead(2), Revision: rev})
+	cancel()
+	require.Error(t, err)
+	<-proxy.fired
+	got, err := srv.open(t).Checkpointer().Load(ctx, run)
+	require.NoError(t, err)
+	require.Len(t, got.Entries, 3, "the lost write is held back")
+
+	require.Eventually(t, func() bool { return nc.IsConnected() }, 10*time.Second, 10*time.Millisecond)
+	retry := append(turnEntries(2), turnEntries(3)...)
+	_, err = st.Checkpointer().Append(ctx, run, loop.CheckpointWrite{Base: 3, Entries: retry, Head: runHead(3), Revision: rev})
+	require.NoError(t, err, "fenced by its own late write")
+	got, err = srv.open(t).Checkpointer().Load(ctx, run)
+	require.NoError(t, err)
+	require.Equal(t, append(turnEntries(1), retry...), got.Entries)
+	require.Equal(t, 3, got.Turns)
 }
