@@ -34,6 +34,7 @@ type workerFlags struct {
 	workspace   string
 	concurrency int
 	ackWait     time.Duration
+	maxPending  int
 	replicas    int
 	coalesce    time.Duration
 	logLevel    string
@@ -46,6 +47,7 @@ func addWorkerFlags(fs *flag.FlagSet) *workerFlags {
 	fs.IntVar(&f.concurrency, "concurrency", worker.DefaultConcurrency, "runs executed at once per worker")
 	fs.DurationVar(&f.ackWait, "ack-wait", 0, "claim ack wait, fleet-wide: a silent worker loses its runs after this; unset: the fleet's (30s when new)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.IntVar(&f.maxPending, "max-ack-pending", 0, "runs the whole fleet may hold at once (every worker's --concurrency, plus headroom); unset: the fleet's (10000 when new)")
 	fs.IntVar(&f.replicas, "replicas", 0, "replicas of the streams and buckets (3 on a cluster); unset: 1 for new ones, existing ones keep theirs")
 	fs.DurationVar(&f.coalesce, "coalesce", 50*time.Millisecond, "send streamed text as one event at most this often (0: one event per model delta)")
 	return f
@@ -176,7 +178,7 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 // one worker.
 func startWorkerProcess(ctx context.Context, nc *nats.Conn, prefix, id string, wf *workerFlags, deps *fleetDeps, reg prometheus.Registerer, log *slog.Logger) (*worker.Worker, *service.Service, error) {
 	pc := bus.ProvisionConfig{Prefix: prefix, Replicas: wf.replicas}
-	pc.Workers.AckWait = wf.ackWait
+	pc.Workers.AckWait, pc.Workers.MaxAckPending = wf.ackWait, wf.maxPending
 	js, st, err := openFleet(ctx, nc, pc)
 	if err != nil {
 		return nil, nil, err

@@ -167,7 +167,7 @@ func workersConsumerConfig(n Names, c ProvisionConfig) jetstream.ConsumerConfig 
 		FilterSubject: n.SubmitWildcard(),
 		ReplayPolicy:  jetstream.ReplayInstantPolicy,
 		MaxWaiting:    c.Workers.MaxWaiting,
-		MaxAckPending: c.Workers.MaxAckPending,
+		MaxAckPending: orInt(c.Workers.MaxAckPending, DefaultWorkersAckPending),
 	}
 }
 
@@ -389,7 +389,7 @@ func (p *provisioner) consumer(ctx context.Context, stream string, want jetstrea
 	if have.MaxDeliver != want.MaxDeliver {
 		changed, out.MaxDeliver = append(changed, "max_deliver"), want.MaxDeliver
 	}
-	if have.MaxAckPending != want.MaxAckPending {
+	if p.cfg.Workers.MaxAckPending != 0 && have.MaxAckPending != want.MaxAckPending {
 		changed, out.MaxAckPending = append(changed, "max_ack_pending"), want.MaxAckPending
 	}
 	if have.FilterSubject != want.FilterSubject || len(have.FilterSubjects) > 0 {

@@ -115,7 +115,10 @@ type WorkersConsumerConfig struct {
 	// MaxDeliver caps deliveries of one request (crash redeliveries and
 	// naks). Default 10.
 	MaxDeliver int
-	// MaxAckPending caps runs claimed at once across the fleet. Default 1000.
+	// MaxAckPending caps runs claimed at once across the whole fleet (every
+	// worker's slots, plus headroom). Like AckWait it is fleet-wide: zero
+	// keeps the existing consumer's and creates a new one with
+	// DefaultWorkersAckPending.
 	MaxAckPending int
 	// MaxWaiting caps concurrent pull requests. Default 512.
 	MaxWaiting int
@@ -132,7 +135,7 @@ const (
 	DefaultMaxConsumers      = 10_000
 	DefaultWorkersAckWait    = 30 * time.Second
 	DefaultWorkersMaxDeliver = 10
-	DefaultWorkersAckPending = 1000
+	DefaultWorkersAckPending = 10000
 	DefaultWorkersMaxWaiting = 512
 )
 
@@ -155,7 +158,6 @@ func (c ProvisionConfig) WithDefaults() ProvisionConfig {
 		*b = b.withDefaults()
 	}
 	c.Workers.MaxDeliver = orInt(c.Workers.MaxDeliver, DefaultWorkersMaxDeliver)
-	c.Workers.MaxAckPending = orInt(c.Workers.MaxAckPending, DefaultWorkersAckPending)
 	c.Workers.MaxWaiting = orInt(c.Workers.MaxWaiting, DefaultWorkersMaxWaiting)
 	c.Timeout = orDuration(c.Timeout, DefaultProvisionTimeout)
 	if c.Logger == nil {
@@ -202,7 +204,7 @@ func (c ProvisionConfig) validate() error {
 		{"Events.MaxConsumers", "positive", c.Events.MaxConsumers < 1},
 		{"Workers.AckWait", "at least 1s (or 0: keep the consumer's)", c.Workers.AckWait != 0 && c.Workers.AckWait < time.Second},
 		{"Workers.MaxDeliver", "positive or -1", c.Workers.MaxDeliver < -1},
-		{"Workers.MaxAckPending", "positive", c.Workers.MaxAckPending < 1},
+		{"Workers.MaxAckPending", "positive (or 0: keep the consumer's)", c.Workers.MaxAckPending < 0},
 		{"Workers.MaxWaiting", "positive", c.Workers.MaxWaiting < 1},
 		{"Timeout", "not negative", c.Timeout < 0},
 	}

@@ -97,18 +97,25 @@ func TestProvision(t *testing.T) {
 		require.Equal(t, int64(5), st.History())
 	})
 
-	t.Run("an unset ack wait keeps the fleet's", func(t *testing.T) {
+	t.Run("unset fleet-wide settings keep the fleet's", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ctx := ctxT(t)
-		_, err := bus.Provision(ctx, b.js, bus.ProvisionConfig{Workers: bus.WorkersConsumerConfig{AckWait: 2 * time.Minute}})
+		_, err := bus.Provision(ctx, b.js, bus.ProvisionConfig{})
+		require.NoError(t, err)
+		cons, err := b.js.Consumer(ctx, "LOVIA_RUNS", "workers")
+		require.NoError(t, err)
+		require.Equal(t, bus.DefaultWorkersAckPending, cons.CachedInfo().Config.MaxAckPending, "created with the default")
+
+		_, err = bus.Provision(ctx, b.js, bus.ProvisionConfig{Workers: bus.WorkersConsumerConfig{AckWait: 2 * time.Minute, MaxAckPending: 50000}})
 		require.NoError(t, err)
 		rep, err := bus.Provision(ctx, b.js, bus.ProvisionConfig{})
 		require.NoError(t, err)
 		require.Empty(t, rep.Updated)
-		cons, err := b.js.Consumer(ctx, "LOVIA_RUNS", "workers")
+		cons, err = b.js.Consumer(ctx, "LOVIA_RUNS", "workers")
 		require.NoError(t, err)
 		require.Equal(t, 2*time.Minute, cons.CachedInfo().Config.AckWait)
+		require.Equal(t, 50000, cons.CachedInfo().Config.MaxAckPending)
 	})
 
 	t.Run("keeps settings it does not own", func(t *testing.T) {

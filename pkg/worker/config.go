@@ -120,9 +120,6 @@ func (c Config) WithDefaults() Config {
 	}
 	c.Provision.Prefix = c.Prefix
 	c.Provision.Workers.AckWait = c.AckWait
-	if c.Provision.Workers.MaxAckPending == 0 {
-		c.Provision.Workers.MaxAckPending = max(c.Concurrency*4, bus.DefaultWorkersAckPending)
-	}
 	if c.Store.CheckpointBucket == "" {
 		n, _ := bus.NewNames(c.Prefix)
 		c.Store.CheckpointBucket = n.CheckpointsBucket()

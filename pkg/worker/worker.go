@@ -142,7 +142,8 @@ func (w *Worker) Start(ctx context.Context) error {
 }
 
 // adoptAckWait settles the claim's ack wait and heartbeat on the workers
-// consumer's ack wait: an unset Config.AckWait takes it; a longer one
+// consumer's ack wait (and warns when the consumer caps the fleet below this
+// worker's concurrency): an unset Config.AckWait takes it; a longer one
 // (streams provisioned by someone else: SkipProvision, or another worker's
 // Provision) yields to it, or every run longer than the consumer's ack wait
 // would be redelivered while it runs.
@@ -161,6 +162,10 @@ func (w *Worker) adoptAckWait() {
 	}
 	if w.cfg.Heartbeat == 0 || w.cfg.Heartbeat > w.cfg.AckWait/2 {
 		w.cfg.Heartbeat = w.cfg.AckWait / 3
+	}
+	if ci := w.cons.CachedInfo(); ci != nil && ci.Config.MaxAckPending > 0 && ci.Config.MaxAckPending < w.cfg.Concurrency {
+		w.log.Warn("the whole fleet may claim fewer runs at once than this worker has slots; raise the workers consumer's MaxAckPending (lovia worker --max-ack-pending)",
+			"max_ack_pending", ci.Config.MaxAckPending, "concurrency", w.cfg.Concurrency)
 	}
 }
 
