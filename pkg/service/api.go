@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -45,6 +46,8 @@ type API struct {
 	names bus.Names
 	js    jetstream.JetStream
 	log   *slog.Logger
+	// dedup is the RUNS stream's deduplication window, read once.
+	dedup atomic.Int64
 }
 
 // NewAPI validates cfg.
@@ -131,6 +134,17 @@ func (a *API) Submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 			return reply, nil
 		case rec.Status == store.RunQueued || rec.Status == store.RunRunning:
 			// The same submission is in flight: never start a second run.
+			// A queued one may have lost its request — the process that
+			// indexed it died before enqueueing — so enqueue it again under
+			// the same message id: within the RUNS stream's deduplication
+			// window the stream drops it if the first one is there.
+			if rec.Status == store.RunQueued && time.Since(rec.UpdatedAt) < a.dedupWindow(ctx)/2 {
+				again := *req
+				again.Agent = rec.Agent
+				if err := a.enqueue(ctx, &again, enc, max(rec.Submissions, 1)); err != nil {
+					return nil, err
+				}
+			}
 			reply.Status = bus.RunState(rec.Status)
 			return reply, nil
 		case req.IfRunExists == bus.IfExistsFail:
@@ -175,6 +189,21 @@ func inputSize(in bus.Input) int {
 		n += len(m.Content) + len(m.Role)
 	}
 	return n
+}
+
+// dedupWindow is the RUNS stream's deduplication window (0 when it cannot
+// be read).
+func (a *API) dedupWindow(ctx context.Context) time.Duration {
+	if d := a.dedup.Load(); d > 0 {
+		return time.Duration(d)
+	}
+	s, err := a.js.Stream(ctx, a.names.RunsStream())
+	if err != nil {
+		return 0
+	}
+	d := s.CachedInfo().Config.Duplicates
+	a.dedup.Store(int64(d))
+	return d
 }
 
 // enqueue publishes the request to the RUNS stream, deduplicated by run id

@@ -14,6 +14,7 @@ import (
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/client"
 	"github.com/lovia-fleet/lovia/pkg/loop"
+	"github.com/lovia-fleet/lovia/pkg/store"
 )
 
 // TestSubmitEncodings proves requirement 1: a run submitted through
@@ -209,4 +210,31 @@ func TestResubmitRightAfterTerminalIsReplayed(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, bus.StateCompleted, st.Status)
 	}
+}
+
+// TestQueuedRunWithLostRequestIsEnqueuedAgain: the process serving a submit
+// dies after indexing the run as queued and before enqueueing its request.
+// The client retries with the same run id: the run must then be enqueued
+// and run once, not be answered "queued" forever.
+func TestQueuedRunWithLostRequestIsEnqueuedAgain(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents})
+	ctx := context.Background()
+	// What the dead process left: an index record, no request.
+	_, err := f.Store.Runs().Create(ctx, store.RunRecord{RunID: "lost-request", Agent: "calc", Status: store.RunQueued, Submissions: 1})
+	require.NoError(t, err)
+
+	// The retry, and more retries while it is queued or running: one
+	// request in all (the stream drops the duplicates).
+	for range 4 {
+		rep, err := f.Client.Submit(ctx, &bus.RunRequest{RunID: "lost-request", Agent: "calc", Input: bus.TextInput("x")})
+		require.NoError(t, err)
+		require.NotEqual(t, bus.StateFailed, rep.Status)
+	}
+	envs := f.Events("lost-request", 15*time.Second)
+	require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type)
+	waitIdle(t, f, 10*time.Second)
+	envs = runEvents(t, f, "lost-request")
+	checkOneSubmission(t, "lost-request", envs)
+	require.Len(t, ofType(envs, loop.EventRunStarted), 1, "%v", fleettest.Types(envs))
 }
