@@ -70,7 +70,18 @@ func New(nc *nats.Conn, opts Options) (*Client, error) {
 // Names returns the subject names.
 func (c *Client) Names() bus.Names { return c.names }
 
-func (c *Client) request(ctx context.Context, subject string, body any, out bus.Control) error {
+// minTry is the shortest wait for a reply before a read is sent again.
+const minTry = time.Second
+
+// request sends one API request and decodes its reply into out. A request
+// that is safe to repeat with the same answer (submit with a run id, status,
+// session, agents: retry) and whose reply does not come is sent again: the
+// process it reached may have died with it (a worker killed mid-request),
+// and the next one reaches a live process. Each try waits for half the time
+// left, the last (under 2*minTry left) for all of it. Other operations are
+// sent once: when their reply is lost, their effect may have happened (read
+// the run's status).
+func (c *Client) request(ctx context.Context, subject string, body any, out bus.Control, retry bool) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
@@ -81,14 +92,23 @@ func (c *Client) request(ctx context.Context, subject string, body any, out bus.
 		return err
 	}
 	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{bus.HeaderContentType: []string{c.opts.Encoding.ContentType()}}}
-	rep, err := c.nc.RequestMsgWithContext(ctx, msg)
-	if err != nil {
-		if errors.Is(err, nats.ErrNoResponders) {
+	for {
+		try, cancel := ctx, context.CancelFunc(func() {})
+		if dl, _ := ctx.Deadline(); retry && time.Until(dl) >= 2*minTry {
+			try, cancel = context.WithTimeout(ctx, time.Until(dl)/2)
+		}
+		rep, err := c.nc.RequestMsgWithContext(try, msg)
+		cancel()
+		switch {
+		case err == nil:
+			return bus.DecodeReply(rep.Header, rep.Data, out)
+		case errors.Is(err, nats.ErrNoResponders):
 			return fmt.Errorf("%s: no worker or gateway is serving the lovia API (start `lovia worker` or `lovia dev`): %w", subject, err)
+		case try != ctx && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+			continue // this try's time is up, not the caller's: send it again
 		}
 		return fmt.Errorf("%s: %w", subject, err)
 	}
-	return bus.DecodeReply(rep.Header, rep.Data, out)
 }
 
 func (c *Client) runSubject(runID string, op bus.RunOp) (string, error) {
@@ -97,8 +117,15 @@ func (c *Client) runSubject(runID string, op bus.RunOp) (string, error) {
 
 // Submit enqueues a run.
 func (c *Client) Submit(ctx context.Context, req *bus.RunRequest) (*bus.SubmitReply, error) {
+	if req.RunID == "" {
+		// Name the run here, so that sending the request again (see
+		// request) cannot start a second one.
+		named := *req
+		named.RunID = bus.NewRunID()
+		req = &named
+	}
 	var rep bus.SubmitReply
-	if err := c.request(ctx, c.names.APISubmit(), req, &rep); err != nil {
+	if err := c.request(ctx, c.names.APISubmit(), req, &rep, true); err != nil {
 		return nil, err
 	}
 	return &rep, nil
@@ -111,7 +138,7 @@ func (c *Client) Status(ctx context.Context, runID string) (*bus.StatusReply, er
 		return nil, err
 	}
 	var rep bus.StatusReply
-	if err := c.request(ctx, subj, struct{}{}, &rep); err != nil {
+	if err := c.request(ctx, subj, struct{}{}, &rep, true); err != nil {
 		return nil, err
 	}
 	return &rep, nil
@@ -124,7 +151,7 @@ func (c *Client) Approve(ctx context.Context, runID, callID string, d loop.Decis
 		return nil, err
 	}
 	var rep service.ApproveReply
-	if err := c.request(ctx, subj, &bus.ApproveRequest{CallID: callID, Decision: d, Reason: reason}, &rep); err != nil {
+	if err := c.request(ctx, subj, &bus.ApproveRequest{CallID: callID, Decision: d, Reason: reason}, &rep, false); err != nil {
 		return nil, err
 	}
 	return &rep, nil
@@ -137,7 +164,7 @@ func (c *Client) Cancel(ctx context.Context, runID, reason string) (*service.Can
 		return nil, err
 	}
 	var rep service.CancelReply
-	if err := c.request(ctx, subj, &bus.CancelRequest{Reason: reason}, &rep); err != nil {
+	if err := c.request(ctx, subj, &bus.CancelRequest{Reason: reason}, &rep, false); err != nil {
 		return nil, err
 	}
 	return &rep, nil
@@ -150,7 +177,7 @@ func (c *Client) Inject(ctx context.Context, runID, content string) (string, err
 		return "", err
 	}
 	var rep bus.InjectReply
-	if err := c.request(ctx, subj, &bus.InjectRequest{Content: content}, &rep); err != nil {
+	if err := c.request(ctx, subj, &bus.InjectRequest{Content: content}, &rep, false); err != nil {
 		return "", err
 	}
 	return rep.Token, nil
@@ -163,7 +190,7 @@ func (c *Client) Uninject(ctx context.Context, runID, token string) (bool, error
 		return false, err
 	}
 	var rep bus.UninjectReply
-	if err := c.request(ctx, subj, &bus.UninjectRequest{Token: token}, &rep); err != nil {
+	if err := c.request(ctx, subj, &bus.UninjectRequest{Token: token}, &rep, false); err != nil {
 		return false, err
 	}
 	return rep.Removed, nil
@@ -176,7 +203,7 @@ func (c *Client) Session(ctx context.Context, sessionID string) (*bus.SessionRep
 		return nil, err
 	}
 	var rep bus.SessionReply
-	if err := c.request(ctx, subj, struct{}{}, &rep); err != nil {
+	if err := c.request(ctx, subj, struct{}{}, &rep, true); err != nil {
 		return nil, err
 	}
 	return &rep, nil
@@ -189,7 +216,7 @@ func (c *Client) Rewind(ctx context.Context, sessionID string, keep int) (int, e
 		return 0, err
 	}
 	var rep bus.RewindReply
-	if err := c.request(ctx, subj, &bus.RewindRequest{KeepEntries: keep}, &rep); err != nil {
+	if err := c.request(ctx, subj, &bus.RewindRequest{KeepEntries: keep}, &rep, false); err != nil {
 		return 0, err
 	}
 	return rep.Removed, nil
@@ -198,7 +225,7 @@ func (c *Client) Rewind(ctx context.Context, sessionID string, keep int) (int, e
 // Agents lists the agents the fleet serves.
 func (c *Client) Agents(ctx context.Context) (*bus.AgentsReply, error) {
 	var rep bus.AgentsReply
-	if err := c.request(ctx, c.names.Agents(), struct{}{}, &rep); err != nil {
+	if err := c.request(ctx, c.names.Agents(), struct{}{}, &rep, true); err != nil {
 		return nil, err
 	}
 	return &rep, nil

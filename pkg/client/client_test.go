@@ -2,7 +2,9 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -542,13 +544,28 @@ func TestPrefix(t *testing.T) {
 // cleanup.
 func startPrefixedFleet(t *testing.T, prefix string) *nats.Conn {
 	t.Helper()
-	ctx := context.Background()
+	nc := startServer(t)
+	serveFleet(t, nc, prefix)
+	return nc
+}
+
+// startServer starts an embedded server and returns a connection to it.
+func startServer(t *testing.T) *nats.Conn {
+	t.Helper()
 	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
 	nc, err := srv.Connect()
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
+	return nc
+}
+
+// serveFleet provisions prefix on nc's server and starts the API service
+// and one worker on nc.
+func serveFleet(t *testing.T, nc *nats.Conn, prefix string) {
+	t.Helper()
+	ctx := context.Background()
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
 	_, err = bus.Provision(ctx, js, bus.ProvisionConfig{Prefix: prefix})
@@ -577,7 +594,6 @@ func startPrefixedFleet(t *testing.T, prefix string) *nats.Conn {
 		defer cancel()
 		_ = w.Stop(ctx)
 	})
-	return nc
 }
 
 // TestNothingServes: with no service on the connection a request fails at
@@ -633,4 +649,60 @@ func TestNothingServes(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorContains(t, err, "lovia.api.run.r1.cancel")
 	require.Less(t, time.Since(t0), 2*time.Second, "the caller's deadline was not kept")
+}
+
+// TestSubmitSentAgainWhenItsProcessDies: the process a submit reaches dies
+// with it (here: a member of the API's queue group that takes the request
+// and vanishes without answering). The client sends it again, a live
+// process answers, and the run — named by the client, so the retry cannot
+// start a second one — runs once. Operations whose repetition would answer
+// differently (inject) are sent once.
+func TestSubmitSentAgainWhenItsProcessDies(t *testing.T) {
+	t.Parallel()
+	nc := startServer(t)
+	ctx := context.Background()
+
+	// The dying process: it takes one request and is gone.
+	var taken atomic.Int32
+	swallowed := make(chan *nats.Msg, 8)
+	blackHole := func(subject string) {
+		var sub *nats.Subscription
+		sub, err := nc.QueueSubscribe(subject, "q", func(m *nats.Msg) {
+			_ = sub.Unsubscribe()
+			taken.Add(1)
+			swallowed <- m
+		})
+		require.NoError(t, err)
+		require.NoError(t, nc.Flush())
+	}
+	blackHole("retry.api.>")
+
+	c, err := client.New(nc, client.Options{Prefix: "retry", Timeout: 6 * time.Second})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	var rep *bus.SubmitReply
+	go func() {
+		var err error
+		rep, err = c.Submit(ctx, &bus.RunRequest{Agent: "calc", Input: bus.TextInput("What is 12*7?")})
+		done <- err
+	}()
+	var lost bus.RunRequest
+	require.NoError(t, json.Unmarshal((<-swallowed).Data, &lost))
+	require.NotEmpty(t, lost.RunID, "the client names the run before sending it")
+
+	// A live fleet comes up while the client waits for the lost reply.
+	serveFleet(t, nc, "retry")
+	require.NoError(t, <-done, "the submit was not sent again")
+	require.Equal(t, lost.RunID, rep.RunID)
+	require.Equal(t, calcTypes, fleettest.Types(tailAll(t, c, rep.RunID)))
+
+	// Inject is sent once: its lost reply is an error, not a second message.
+	once, err := client.New(nc, client.Options{Prefix: "once"})
+	require.NoError(t, err)
+	blackHole("once.api.>")
+	short, cancel := context.WithTimeout(ctx, 2500*time.Millisecond)
+	defer cancel()
+	_, err = once.Inject(short, "r1", "hello")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.EqualValues(t, 2, taken.Load(), "one submit lost, one inject lost, nothing sent again")
 }

@@ -69,8 +69,8 @@ func startWorker(t *testing.T, url, agents, workspace, id string) *proc {
 }
 
 // slowAgents writes an agents file with one agent per run, each appending
-// three lines (its own) to log.txt around slow sleeps.
-func slowAgents(t *testing.T, n int) string {
+// three lines (its own) to log.txt around sleeps of sleep1 and sleep2 ms.
+func slowAgents(t *testing.T, n, sleep1, sleep2 int) string {
 	var b strings.Builder
 	b.WriteString("agents:\n")
 	for i := 0; i < n; i++ {
@@ -79,11 +79,11 @@ func slowAgents(t *testing.T, n int) string {
     tools: [append_file, sleep]
     script:
       - call: {name: append_file, args: {path: log.txt, line: "r%d-a"}, id: a}
-      - call: {name: sleep, args: {ms: 2500}, id: s1}
-      - calls: [{name: append_file, args: {path: log.txt, line: "r%d-b"}, id: b}, {name: sleep, args: {ms: 300}, id: s2}]
+      - call: {name: sleep, args: {ms: %d}, id: s1}
+      - calls: [{name: append_file, args: {path: log.txt, line: "r%d-b"}, id: b}, {name: sleep, args: {ms: %d}, id: s2}]
       - call: {name: append_file, args: {path: log.txt, line: "r%d-c"}, id: c}
       - text: done %d
-`, i, i, i, i, i)
+`, i, i, sleep1, i, sleep2, i, i)
 	}
 	path := filepath.Join(t.TempDir(), "agents.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o644))
@@ -109,7 +109,7 @@ func TestKill9(t *testing.T) {
 	require.NoError(t, err)
 
 	const runs = 6
-	agents := slowAgents(t, runs)
+	agents := slowAgents(t, runs, 2500, 300)
 	workspace := t.TempDir()
 	// The victim starts alone and claims every run, so the kill provably
 	// interrupts runs it owns (with both workers up, the survivor could
@@ -160,13 +160,7 @@ func TestKill9(t *testing.T) {
 	resumed := 0
 	var takeover time.Duration
 	for i, id := range ids {
-		tctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		tail, err := c.Tail(tctx, id, bus.FromStart())
-		require.NoError(t, err)
-		var envs []*bus.Envelope
-		for env, err := range tail.All(tctx) {
-			require.NoError(t, err, "run %d", i)
-			envs = append(envs, env)
+		for _, env := range completedRun(t, c, id, fmt.Sprintf("run %d", i)) {
 			if env.Type == bus.EventRunResumed {
 				resumed++
 				if d := env.Time.Sub(killed); takeover == 0 || d < takeover {
@@ -174,17 +168,6 @@ func TestKill9(t *testing.T) {
 				}
 			}
 		}
-		_ = tail.Close(ctx)
-		cancel()
-		terminals := 0
-		for j, env := range envs {
-			require.EqualValues(t, j+1, env.Seq, "run %d contiguous seqs", i)
-			if env.IsTerminal() {
-				terminals++
-			}
-		}
-		require.Equal(t, 1, terminals, "run %d: one terminal event", i)
-		require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type, "run %d completes", i)
 	}
 	require.Positive(t, resumed, "the killed worker had runs that another resumed")
 	t.Logf("kill -9 → first run_resumed: %s (ack wait 30s)", takeover)
@@ -210,6 +193,32 @@ func TestKill9(t *testing.T) {
 			}
 		}
 	}
+}
+
+// completedRun tails a run to its end and checks it completed with
+// contiguous seqs 1..n and exactly one terminal event.
+func completedRun(t *testing.T, c *client.Client, id, label string) []*bus.Envelope {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	tail, err := c.Tail(ctx, id, bus.FromStart())
+	require.NoError(t, err)
+	defer func() { _ = tail.Close(context.Background()) }()
+	var envs []*bus.Envelope
+	for env, err := range tail.All(ctx) {
+		require.NoError(t, err, label)
+		envs = append(envs, env)
+	}
+	terminals := 0
+	for j, env := range envs {
+		require.EqualValues(t, j+1, env.Seq, "%s: contiguous seqs", label)
+		if env.IsTerminal() {
+			terminals++
+		}
+	}
+	require.Equal(t, 1, terminals, "%s: one terminal event", label)
+	require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type, "%s completes", label)
+	return envs
 }
 
 func fileLines(path string) int {
