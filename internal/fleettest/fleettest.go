@@ -6,6 +6,7 @@ package fleettest
 import (
 	"context"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -36,6 +37,9 @@ type Fleet struct {
 	API       *service.API
 	Workspace string
 	Workers   []*worker.Worker
+
+	storeDir string
+	port     int
 }
 
 // Options configures a Fleet.
@@ -53,20 +57,13 @@ type Options struct {
 // Start starts a fleet.
 func Start(t testing.TB, o Options) *Fleet {
 	t.Helper()
-	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	})
-	f := &Fleet{T: t, Server: srv, Workspace: t.TempDir()}
+	f := &Fleet{T: t, Workspace: t.TempDir(), storeDir: t.TempDir()}
+	f.startServer()
 	f.Conn = f.Connect()
 	f.JS, _ = jetstream.New(f.Conn)
 	ctx := context.Background()
-	if _, err := bus.Provision(ctx, f.JS, bus.ProvisionConfig{}); err != nil {
+	var err error
+	if _, err = bus.Provision(ctx, f.JS, bus.ProvisionConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	if f.Store, err = store.Open(ctx, f.JS, store.Config{}); err != nil {
@@ -114,9 +111,39 @@ func Start(t testing.TB, o Options) *Fleet {
 	return f
 }
 
-// Connect opens a connection closed at cleanup.
+// startServer starts the embedded server on the fleet's store directory and
+// port (a free one the first time).
+func (f *Fleet) startServer() {
+	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: f.storeDir, Port: f.port})
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	f.T.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	})
+	f.Server = srv
+	f.port = srv.Server().Addr().(*net.TCPAddr).Port
+}
+
+// RestartServer shuts the NATS server down, waits down, and starts it again
+// on the same port and store: the fleet's connections reconnect.
+func (f *Fleet) RestartServer(down time.Duration) {
+	f.T.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := f.Server.Shutdown(ctx); err != nil {
+		f.T.Fatal(err)
+	}
+	time.Sleep(down)
+	f.startServer()
+}
+
+// Connect opens a connection closed at cleanup. It reconnects for ever,
+// quickly (see RestartServer).
 func (f *Fleet) Connect() *nats.Conn {
-	nc, err := nats.Connect(f.Server.ClientURL())
+	nc, err := nats.Connect(f.Server.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
 		f.T.Fatal(err)
 	}

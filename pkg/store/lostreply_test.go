@@ -119,13 +119,16 @@ func (p *cutProxy) upstream(c, s net.Conn) {
 				p.fired <- struct{}{}
 				return
 			}
+			if hit {
+				// Drop the client before the request even reaches the
+				// server, so that no reply can travel back.
+				_ = c.Close()
+			}
 			if _, werr := s.Write(buf[:n]); werr != nil {
 				return
 			}
 			if hit {
-				// Drop the client before the reply travels back; let the
-				// server read the request before its side closes too.
-				_ = c.Close()
+				// Let the server read the request before its side closes.
 				time.Sleep(50 * time.Millisecond)
 				p.fired <- struct{}{}
 				return
