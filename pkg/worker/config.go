@@ -43,6 +43,10 @@ type Config struct {
 	// hold runs are still there, to release a dead one's runs before the
 	// ack wait. Default 1s.
 	TakeoverInterval time.Duration
+	// TakeoverGrace is how long a worker must stay absent before its runs
+	// are released: a worker that is only reconnecting (a NATS restart, a
+	// network blip) is absent too, for about its reconnect wait. Default 5s.
+	TakeoverGrace time.Duration
 	// ShutdownGrace is how long Stop lets runs finish before interrupting
 	// them at a checkpoint. Default 10s.
 	ShutdownGrace time.Duration
@@ -78,6 +82,7 @@ type Config struct {
 const (
 	DefaultConcurrency     = 1024
 	DefaultAckWait         = 30 * time.Second
+	DefaultTakeoverGrace   = 5 * time.Second
 	DefaultShutdownGrace   = 10 * time.Second
 	DefaultMaxRequestBytes = 1 << 20
 )
@@ -102,6 +107,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.TakeoverInterval == 0 {
 		c.TakeoverInterval = time.Second
+	}
+	if c.TakeoverGrace == 0 {
+		c.TakeoverGrace = DefaultTakeoverGrace
 	}
 	if c.ShutdownGrace == 0 {
 		c.ShutdownGrace = DefaultShutdownGrace

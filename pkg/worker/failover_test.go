@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lovia-fleet/lovia/internal/fleettest"
@@ -73,6 +74,7 @@ func crashedOwnerApproval(t *testing.T, ackWait, takeover time.Duration) {
 		c.AckWait = ackWait
 		c.Heartbeat = 500 * time.Millisecond
 		c.TakeoverInterval = takeover
+		c.TakeoverGrace = 500 * time.Millisecond
 	}))
 	resumed := waitEvent(t, f, rep.RunID, bus.EventRunResumed, 15*time.Second)
 	t.Logf("crash to run_resumed on B: %s; B start to run_resumed: %s; A's Stop took %s (AckWait %s, takeover interval %s)",
@@ -236,4 +238,40 @@ func TestTakeoverNakDoesNotDoubleRun(t *testing.T) {
 	checkOneSubmission(t, rep.RunID, envs)
 	require.Len(t, ofType(envs, bus.EventRunResumed), 1, "a second execution started: %v", fleettest.Types(envs))
 	require.Len(t, ofType(envs, loop.EventToolCallCompleted), 1)
+}
+
+// TestReconnectingWorkerKeepsItsRuns: after a NATS restart, worker B is
+// back at once while worker A takes seconds to reconnect. For those seconds
+// A's presence subject has no responders, as if A had died; B must not
+// release A's run (it would then run on two workers at once): A reconnects
+// within TakeoverGrace and finishes it, and nothing is resumed.
+func TestReconnectingWorkerKeepsItsRuns(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents})
+	ctx := context.Background()
+	require.NoError(t, f.Workers[0].Stop(ctx))
+
+	slowConn, err := nats.Connect(f.Server.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(2*time.Second), nats.ReconnectJitter(0, 0))
+	require.NoError(t, err)
+	t.Cleanup(slowConn.Close)
+	a := workerConfig(t, f, "slow")
+	a.Conn = slowConn
+	f.StartWorker(a)
+	rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "dozer", Input: bus.TextInput("nap")})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		st, err := f.Client.Status(ctx, rep.RunID)
+		return err == nil && st.Status == bus.StateRunning && st.Worker == "slow"
+	}, 10*time.Second, 20*time.Millisecond)
+
+	b := workerConfig(t, f, "fast")
+	b.TakeoverInterval = 100 * time.Millisecond
+	f.StartWorker(b)
+	time.Sleep(300 * time.Millisecond) // B has seen A's ownership record
+	f.RestartServer(200 * time.Millisecond)
+
+	envs := f.Events(rep.RunID, 30*time.Second)
+	checkOneSubmission(t, rep.RunID, envs)
+	require.Empty(t, ofType(envs, bus.EventRunResumed), "A's run was taken while A reconnected: %v", fleettest.Types(envs))
+	require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type)
 }

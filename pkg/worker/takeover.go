@@ -11,11 +11,12 @@ import (
 )
 
 // Fast takeover. Redelivery after the ack wait is the crash detector of
-// last resort. When a worker is provably gone — its presence subject has no
+// last resort. When a worker is gone — its presence subject has had no
 // responders, which the server knows the moment the dead process's TCP
-// connection closes — a surviving worker releases the dead worker's
-// deliveries at once with a NAK on their ack subjects, so another worker
-// resumes them within about a second instead of the ack wait.
+// connection closes, for TakeoverGrace (a worker that is only reconnecting
+// after a NATS restart is absent too, briefly) — a surviving worker
+// releases the dead worker's deliveries with a NAK on their ack subjects,
+// so another worker resumes them within seconds instead of the ack wait.
 //
 // Each worker records "own.<worker>.<run> = ack subject" while it holds a
 // run, answers pings on <prefix>.worker.<id>.ping, and watches the
@@ -47,6 +48,7 @@ func (w *Worker) startTakeover(ctx context.Context) error {
 func (w *Worker) reaper(ctx context.Context, updates <-chan store.Ownership) {
 	defer close(w.reaperDone)
 	owned := map[string]map[string]store.Ownership{} // worker → run → record
+	absent := map[string]time.Time{}                 // worker → first seen absent
 	tick := time.NewTicker(w.cfg.TakeoverInterval)
 	defer tick.Stop()
 	for {
@@ -74,10 +76,26 @@ func (w *Worker) reaper(ctx context.Context, updates <-chan store.Ownership) {
 			}
 			runs[o.RunID] = o
 		case <-tick.C:
+			for worker := range absent {
+				if owned[worker] == nil {
+					delete(absent, worker)
+				}
+			}
 			for worker, runs := range owned {
 				if w.alive(ctx, worker) {
+					delete(absent, worker)
 					continue
 				}
+				// Gone, or only reconnecting: wait out the grace period.
+				since, ok := absent[worker]
+				if !ok {
+					absent[worker] = time.Now()
+					continue
+				}
+				if time.Since(since) < w.cfg.TakeoverGrace {
+					continue
+				}
+				delete(absent, worker)
 				for run, o := range runs {
 					if w.ownedElsewhere(owned, worker, run) {
 						// Already redelivered to a live worker: drop the
