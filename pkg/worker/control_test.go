@@ -133,6 +133,28 @@ func TestCancelFromAPI(t *testing.T) {
 	require.False(t, again.Cancelled)
 }
 
+// TestCancelWithLostNotification: the cancel record is stored but its
+// core-NATS notification never reaches the owner (here: it is never sent).
+// The owner still finds the cancel at its next heartbeat and stops the run.
+func TestCancelWithLostNotification(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents, Worker: func(c *worker.Config) {
+		c.Heartbeat = 200 * time.Millisecond
+	}})
+	ctx := context.Background()
+	rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "sleeper", Input: bus.TextInput("nap")})
+	require.NoError(t, err)
+	waitEvent(t, f, rep.RunID, loop.EventToolCallStarted, 10*time.Second)
+	ok, err := f.Store.Control().RequestCancel(ctx, rep.RunID, "stored, never announced")
+	require.NoError(t, err)
+	require.True(t, ok)
+	envs := f.Events(rep.RunID, 10*time.Second)
+	checkOneSubmission(t, rep.RunID, envs)
+	failed := event[*loop.RunFailed](t, envs[len(envs)-1])
+	require.Equal(t, "RunCancelled", failed.Error.Type)
+	require.Contains(t, failed.Error.Message, "stored, never announced")
+}
+
 // TestInjectFromAPI proves requirement 3 (steering): a message injected
 // through <p>.api.run.<id>.inject while the run sleeps in a tool is folded
 // into the next turn (user_message_injected with that content); a message

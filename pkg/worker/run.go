@@ -226,7 +226,7 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 	hbCtx, stopHB := context.WithCancel(context.Background())
 	var hbWG sync.WaitGroup
 	hbWG.Add(1)
-	go func() { defer hbWG.Done(); w.heartbeat(hbCtx, d.msg) }()
+	go func() { defer hbWG.Done(); w.heartbeat(hbCtx, d.msg, runID, ar) }()
 	defer func() { stopHB(); hbWG.Wait() }()
 
 	cp := w.st.Checkpointer()
@@ -249,7 +249,7 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 		// This submission already ended (its terminal event is out; the
 		// worker died before the ack): exactly one terminal event.
 		log.Info("redelivered request of a run that already ended; acknowledging it")
-		_ = d.msg.DoubleAck(ctx)
+		_ = d.msg.DoubleAck(context.WithoutCancel(ctx))
 		return
 	}
 	if replay && (d.firstClaim || (last != nil && last.IsTerminal())) {
@@ -257,7 +257,7 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 		// event is out but whose ack was lost: nothing new to publish. The
 		// loop still heals a session append the crash may have missed.
 		w.healReplay(ctx, d, req, runID, ag)
-		_ = d.msg.DoubleAck(ctx)
+		_ = d.msg.DoubleAck(context.WithoutCancel(ctx))
 		return
 	}
 
@@ -508,7 +508,7 @@ func (w *Worker) settle(ctx context.Context, d *delivery, sink *eventSink, rp *b
 	} else {
 		w.m.failed.WithLabelValues(ag.Name, loop.Describe(runErr).Type).Inc()
 	}
-	if err := d.msg.DoubleAck(ctx); err != nil {
+	if err := d.msg.DoubleAck(context.WithoutCancel(ctx)); err != nil {
 		log.Warn("ack after the terminal event failed; a redelivery will find it published", "error", err)
 	}
 }
@@ -533,8 +533,10 @@ func (w *Worker) indexOutcome(ctx context.Context, d *delivery, runID string, ev
 	}
 }
 
-// heartbeat sends ack-progress until ctx ends.
-func (w *Worker) heartbeat(ctx context.Context, msg jetstream.Msg) {
+// heartbeat sends ack-progress until ctx ends. It also reads the run's
+// cancel record at each beat: the notification that normally delivers a
+// cancel at once is core NATS, and can be lost.
+func (w *Worker) heartbeat(ctx context.Context, msg jetstream.Msg, runID string, ar *activeRun) {
 	t := time.NewTicker(w.cfg.Heartbeat)
 	defer t.Stop()
 	for {
@@ -544,6 +546,13 @@ func (w *Worker) heartbeat(ctx context.Context, msg jetstream.Msg) {
 		case <-t.C:
 			if err := msg.InProgress(); err != nil {
 				w.log.Debug("heartbeat failed", "error", err)
+			}
+			if ar.cancel.Err() == nil {
+				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				if cr, err := w.st.Control().CancelRequested(cctx, runID); err == nil && cr != nil {
+					ar.cancel.Cancel(cancelReason(cr.Reason))
+				}
+				cancel()
 			}
 		}
 	}
