@@ -27,7 +27,10 @@ type TailerConfig struct {
 	// Buffer is how many events a tail pulls ahead. Default 64.
 	Buffer int
 	// GapWait is how long a tail that has read everything stored waits for
-	// a missing seq before it skips it. Default 3s.
+	// a missing seq before it skips it. Default 25s: longer than a
+	// publisher with the default PublisherConfig takes to publish a lost
+	// event again (AckTimeout, then RetryAttempts tries), so that a tail
+	// skips only gaps that will not fill.
 	GapWait time.Duration
 	// MaxReorder is how many events past a missing seq a tail holds back
 	// before it skips the gap. Default 1024.
@@ -40,7 +43,7 @@ type TailerConfig struct {
 const (
 	DefaultTailInactive = time.Minute
 	DefaultTailBuffer   = 64
-	DefaultTailGapWait  = 3 * time.Second
+	DefaultTailGapWait  = 25 * time.Second
 	DefaultTailReorder  = 1024
 )
 

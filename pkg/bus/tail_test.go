@@ -361,7 +361,7 @@ func TestTailReorders(t *testing.T) {
 			}
 			got <- seqs
 		}()
-		time.Sleep(50 * time.Millisecond) // within GapWait (3s): the tail holds 3 and 4
+		time.Sleep(50 * time.Millisecond) // within GapWait (25s): the tail holds 3 and 4
 		rawPublish(t, b.testBundle, "o2", []uint64{2, 5}, 5, nil)
 		require.Equal(t, seqRange(1, 5), <-got)
 	})
@@ -396,4 +396,15 @@ func TestTailReorders(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, uint64(5), last)
 	})
+}
+
+// TestTailWaitsLongerThanARepublish: the default GapWait outlasts the
+// default publisher's republish of a lost event (its ack timeout, then
+// every retry), so a live tail never skips an event that is still coming.
+func TestTailWaitsLongerThanARepublish(t *testing.T) {
+	t.Parallel()
+	tc := bus.TailerConfig{}.WithDefaults()
+	pc := bus.PublisherConfig{}.WithDefaults()
+	republish := pc.AckTimeout + time.Duration(pc.RetryAttempts)*(pc.RetryWait+pc.AckTimeout)
+	require.Greater(t, tc.GapWait, republish)
 }
