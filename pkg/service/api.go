@@ -123,7 +123,7 @@ func (a *API) Submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 		if gerr != nil {
 			return nil, gerr
 		}
-		rec := cur.Record
+		rec := a.settled(ctx, cur)
 		reply.Agent = rec.Agent
 		switch {
 		case rec.Status == store.RunCompleted && req.IfRunExists != bus.IfExistsRestart:
@@ -191,6 +191,56 @@ func inputSize(in bus.Input) int {
 	return n
 }
 
+// settled returns the run's record, repaired when it says "running" but the
+// run has ended: its terminal event is stored after the record's last
+// change and no worker holds the run. (A worker that published the
+// terminal event and then failed to update the index — a crash, a store
+// error — leaves such a record; the next resubmission would otherwise be
+// refused as in flight for ever.) Any doubt keeps the record as it is.
+func (a *API) settled(ctx context.Context, e *store.RunEntry) store.RunRecord {
+	rec := e.Record
+	if rec.Status != store.RunRunning {
+		return rec
+	}
+	subj, err := a.names.Events(rec.RunID)
+	if err != nil {
+		return rec
+	}
+	events, err := a.js.Stream(ctx, a.names.EventsStream())
+	if err != nil {
+		return rec
+	}
+	raw, err := events.GetLastMsgForSubject(ctx, subj)
+	if err != nil || !raw.Time.After(rec.UpdatedAt) {
+		return rec
+	}
+	env, err := bus.DecodeEnvelope(raw.Header, raw.Data)
+	if err != nil || !env.IsTerminal() {
+		return rec
+	}
+	ev, err := env.Event()
+	if err != nil {
+		return rec
+	}
+	if owned, err := a.cfg.Store.Control().Owned(ctx, rec.RunID); err != nil || owned {
+		return rec
+	}
+	fixed, err := a.cfg.Store.Runs().Modify(ctx, rec.RunID, func(r *store.RunRecord) error {
+		if r.Status != store.RunRunning || !raw.Time.After(r.UpdatedAt) {
+			return errLeaveAlone
+		}
+		r.ApplyTerminal(ev, raw.Time.UTC())
+		return nil
+	})
+	if err != nil {
+		return rec
+	}
+	a.log.Info("run index repaired from the run's terminal event", "run_id", rec.RunID, "status", fixed.Record.Status)
+	return fixed.Record
+}
+
+var errLeaveAlone = errors.New("leave the record alone")
+
 // dedupWindow is the RUNS stream's deduplication window (0 when it cannot
 // be read).
 func (a *API) dedupWindow(ctx context.Context) time.Duration {
@@ -255,7 +305,7 @@ func (a *API) Status(ctx context.Context, runID string) (*bus.StatusReply, error
 	if err != nil {
 		return nil, err
 	}
-	r := e.Record
+	r := a.settled(ctx, e)
 	rep := &bus.StatusReply{RunID: r.RunID, Agent: r.Agent, SessionID: r.SessionID, Status: bus.RunState(r.Status),
 		Worker: r.Worker, Attempt: r.Attempt, Turns: r.Turns, Error: r.Error}
 	if r.Status == store.RunCompleted {

@@ -239,6 +239,18 @@ func (c *Control) WatchOwners(ctx context.Context) (<-chan Ownership, error) {
 	return out, nil
 }
 
+// Owned reports whether any worker holds an ownership record of the run.
+func (c *Control) Owned(ctx context.Context, runID string) (bool, error) {
+	if err := checkID("owned", "run id", runID); err != nil {
+		return false, err
+	}
+	entries, err := c.b.list(ctx, "own.*."+runID)
+	if err != nil {
+		return false, wrapErr("owned", runID, err)
+	}
+	return len(entries) > 0, nil
+}
+
 // ClearOtherOwners removes the ownership records other workers hold for
 // run (a worker that claims a redelivered run retires its predecessors'
 // records, so no survivor releases the new delivery by mistake). It returns

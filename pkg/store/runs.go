@@ -53,6 +53,23 @@ type RunRecord struct {
 	FinishedAt time.Time `json:"finished_at,omitzero" msgpack:"finished_at,omitempty"`
 }
 
+// ApplyTerminal records a run's terminal event (a *loop.RunCompleted or
+// *loop.RunFailed; other events change nothing) as its outcome, finished at
+// at.
+func (r *RunRecord) ApplyTerminal(ev loop.Event, at time.Time) {
+	switch e := ev.(type) {
+	case *loop.RunCompleted:
+		r.Status, r.Result, r.Turns, r.Error = RunCompleted, e.Output, e.Turns, nil
+		r.Usage, r.FinalAgent, r.FinishReason = &e.Usage, e.FinalAgent, e.FinishReason
+	case *loop.RunFailed:
+		info := e.Error
+		r.Status, r.Error = RunFailed, &info
+	default:
+		return
+	}
+	r.FinishedAt = at
+}
+
 // RunEntry is a record with the KV revision it was read or written at, the
 // token of the next compare-and-set.
 type RunEntry struct {

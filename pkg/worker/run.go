@@ -249,6 +249,10 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 		// This submission already ended (its terminal event is out; the
 		// worker died before the ack): exactly one terminal event.
 		log.Info("redelivered request of a run that already ended; acknowledging it")
+		if ev, err := last.Event(); err == nil {
+			// The crash may have come before the index learnt the outcome.
+			w.indexOutcome(ctx, d, runID, ev)
+		}
 		_ = d.msg.DoubleAck(context.WithoutCancel(ctx))
 		return
 	}
@@ -428,17 +432,27 @@ func (w *Worker) finishPoison(ctx context.Context, d *delivery, rp *bus.RunPubli
 	w.failAndTerminate(ctx, d, rp, runID, info)
 }
 
-// failAndTerminate ends a claimed run that cannot succeed by retrying: one
-// run_failed, the index marked failed, the request terminated.
+// failAndTerminate ends a claimed run that cannot succeed by retrying: the
+// index marked failed, one run_failed, the request terminated. When the
+// event cannot be published the request is released instead, so that a
+// later delivery publishes it: a run never ends without its terminal event.
 func (w *Worker) failAndTerminate(ctx context.Context, d *delivery, rp *bus.RunPublisher, runID string, info loop.ErrorInfo) {
 	ctx = context.WithoutCancel(ctx)
-	if _, err := rp.Publish(ctx, &loop.RunFailed{Error: info}); err == nil {
-		_ = rp.Close(ctx)
-	}
-	_, _ = w.st.Runs().Modify(ctx, runID, func(r *store.RunRecord) error {
+	if _, err := w.st.Runs().Modify(ctx, runID, func(r *store.RunRecord) error {
 		r.Status, r.Error, r.FinishedAt = store.RunFailed, &info, w.cfg.Clock().UTC()
 		return nil
-	})
+	}); err != nil {
+		d.log.Warn("run index update failed before run_failed", "error", err)
+	}
+	_, err := rp.Publish(ctx, &loop.RunFailed{Error: info})
+	if err == nil {
+		err = rp.Close(ctx)
+	}
+	if err != nil {
+		d.log.Warn("publishing run_failed failed; releasing the request to publish it later", "error", err)
+		_ = d.msg.NakWithDelay(time.Second)
+		return
+	}
 	_ = d.msg.TermWithReason(info.Type + ": " + info.Message)
 }
 
@@ -517,15 +531,7 @@ func (w *Worker) settle(ctx context.Context, d *delivery, sink *eventSink, rp *b
 // run_failed) in the run index.
 func (w *Worker) indexOutcome(ctx context.Context, d *delivery, runID string, ev loop.Event) {
 	_, err := w.st.Runs().Modify(context.WithoutCancel(ctx), runID, func(r *store.RunRecord) error {
-		r.FinishedAt = w.cfg.Clock().UTC()
-		switch e := ev.(type) {
-		case *loop.RunCompleted:
-			r.Status, r.Result, r.Turns, r.Error = store.RunCompleted, e.Output, e.Turns, nil
-			r.Usage, r.FinalAgent, r.FinishReason = &e.Usage, e.FinalAgent, e.FinishReason
-		case *loop.RunFailed:
-			info := e.Error
-			r.Status, r.Error = store.RunFailed, &info
-		}
+		r.ApplyTerminal(ev, w.cfg.Clock().UTC())
 		return nil
 	})
 	if err != nil {

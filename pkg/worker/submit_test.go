@@ -238,3 +238,45 @@ func TestQueuedRunWithLostRequestIsEnqueuedAgain(t *testing.T) {
 	checkOneSubmission(t, "lost-request", envs)
 	require.Len(t, ofType(envs, loop.EventRunStarted), 1, "%v", fleettest.Types(envs))
 }
+
+// TestIndexStuckRunningIsRepaired: a worker published a run's terminal
+// event and then failed to record the outcome in the run index (a crash, a
+// store error), leaving the run "running" with nobody running it. Status
+// and a resubmission must see the run as it ended, not as in flight for
+// ever — but only once no worker holds the run.
+func TestIndexStuckRunningIsRepaired(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents})
+	ctx := context.Background()
+	submitted := time.Now()
+	rep, err := f.Client.Submit(ctx, &bus.RunRequest{RunID: "stuck-running", Agent: "calc", Input: bus.TextInput("x")})
+	require.NoError(t, err)
+	f.Events(rep.RunID, 15*time.Second)
+	waitIdle(t, f, 10*time.Second)
+
+	// What the failed index update left: the claim's record, from before
+	// the terminal event.
+	past, err := store.Open(ctx, f.JS, store.Config{Clock: func() time.Time { return submitted }})
+	require.NoError(t, err)
+	_, err = past.Runs().Modify(ctx, rep.RunID, func(r *store.RunRecord) error {
+		r.Status, r.Result, r.Usage, r.FinishedAt = store.RunRunning, nil, nil, time.Time{}
+		return nil
+	})
+	require.NoError(t, err)
+
+	// While a worker holds the run, the record stands.
+	require.NoError(t, f.Store.Control().SetOwner(ctx, "w9", rep.RunID, "$JS.ACK.fake"))
+	st, err := f.Client.Status(ctx, rep.RunID)
+	require.NoError(t, err)
+	require.Equal(t, bus.StateRunning, st.Status)
+
+	require.NoError(t, f.Store.Control().ClearOwner(ctx, "w9", rep.RunID))
+	st, err = f.Client.Status(ctx, rep.RunID)
+	require.NoError(t, err)
+	require.Equal(t, bus.StateCompleted, st.Status, "repaired from the terminal event")
+	require.Equal(t, "The answer is 84.", st.Result.Output)
+	again, err := f.Client.Submit(ctx, &bus.RunRequest{RunID: rep.RunID, Agent: "calc", Input: bus.TextInput("x")})
+	require.NoError(t, err)
+	require.True(t, again.Replayed, "a resubmission reads the stored result")
+	require.Equal(t, "The answer is 84.", again.Result.Output)
+}
