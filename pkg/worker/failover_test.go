@@ -12,6 +12,7 @@ import (
 	"github.com/lovia-fleet/lovia/internal/fleettest"
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/loop"
+	"github.com/lovia-fleet/lovia/pkg/store"
 	"github.com/lovia-fleet/lovia/pkg/worker"
 )
 
@@ -274,4 +275,34 @@ func TestReconnectingWorkerKeepsItsRuns(t *testing.T) {
 	checkOneSubmission(t, rep.RunID, envs)
 	require.Empty(t, ofType(envs, bus.EventRunResumed), "A's run was taken while A reconnected: %v", fleettest.Types(envs))
 	require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type)
+}
+
+// TestStaleOwnerDoesNotReleaseTheNewClaim: the server applies a NAK by
+// stream sequence, so a worker whose run has since been claimed by another
+// (the index names the other's claim) must not NAK its old delivery when
+// it is interrupted: that would release the new owner's live one.
+func TestStaleOwnerDoesNotReleaseTheNewClaim(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents})
+	ctx := context.Background()
+	rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "sleeper", Input: bus.TextInput("nap")})
+	require.NoError(t, err)
+	waitEvent(t, f, rep.RunID, loop.EventToolCallStarted, 10*time.Second)
+
+	// Another worker's claim, as the index records it.
+	_, err = f.Store.Runs().Modify(ctx, rep.RunID, func(r *store.RunRecord) error {
+		r.Worker, r.Attempt = "newer", r.Attempt+1
+		return nil
+	})
+	require.NoError(t, err)
+	stopNow, cancel := context.WithCancel(ctx)
+	cancel()
+	require.NoError(t, f.Workers[0].Stop(stopNow))
+
+	// A released delivery would reach this worker at once; a delivery left
+	// alone waits for its ack wait (30s).
+	f.StartWorker(workerConfig(t, f, "w2"))
+	time.Sleep(3 * time.Second)
+	envs := runEvents(t, f, rep.RunID)
+	require.Empty(t, ofType(envs, bus.EventRunResumed), "the stale owner released the delivery: %v", fleettest.Types(envs))
 }

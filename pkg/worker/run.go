@@ -478,6 +478,18 @@ func (w *Worker) healReplay(ctx context.Context, d *delivery, req *bus.RunReques
 	})
 }
 
+// stillClaimed reports whether the run index still names this worker's
+// claim (attempt) as the run's latest. When it cannot tell, it says yes.
+func (w *Worker) stillClaimed(ctx context.Context, runID string, attempt int) bool {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	e, err := w.st.Runs().Get(rctx, runID)
+	if err != nil {
+		return true
+	}
+	return e.Record.Worker == w.cfg.ID && e.Record.Attempt == attempt
+}
+
 // settle acks, releases or abandons the delivery after the loop returned.
 func (w *Worker) settle(ctx context.Context, d *delivery, sink *eventSink, rp *bus.RunPublisher, runID string, ag *catalog.Agent, res *loop.RunResult, runErr error) {
 	log := d.log
@@ -489,7 +501,14 @@ func (w *Worker) settle(ctx context.Context, d *delivery, sink *eventSink, rp *b
 		return
 	case sink.err != nil:
 		// Events could not be published: release the run so another
-		// worker (or this one, later) continues from the checkpoint.
+		// worker (or this one, later) continues from the checkpoint —
+		// unless another worker has claimed it since: the server applies a
+		// NAK by stream sequence, so it would release that worker's live
+		// delivery.
+		if !w.stillClaimed(ctx, runID, sink.attempt) {
+			log.Warn("event publishing failed, and another worker has claimed the run since; leaving it to that worker", "error", sink.err)
+			return
+		}
 		log.Warn("event publishing failed; releasing the run", "error", sink.err)
 		_ = d.msg.NakWithDelay(time.Second)
 		return
@@ -506,6 +525,10 @@ func (w *Worker) settle(ctx context.Context, d *delivery, sink *eventSink, rp *b
 	case !sink.terminal:
 		// Interrupted without a terminal event (shutdown, lost NATS):
 		// release it at once for another worker.
+		if !w.stillClaimed(ctx, runID, sink.attempt) {
+			log.Info("run interrupted, and another worker has claimed it since; leaving it to that worker", "cause", runErr)
+			return
+		}
 		log.Info("run interrupted; released for another worker", "cause", runErr)
 		_ = d.msg.Nak()
 		return
