@@ -40,6 +40,12 @@ type delivery struct {
 	// published is true when events of this submission are already in the
 	// stream (an earlier claim published them).
 	published bool
+	// fresh is true when no claim of this submission has published
+	// anything: the first delivery, or a redelivery of one released before
+	// its run started (a transient error, a shutdown). The request's
+	// if_run_exists applies to a fresh claim; any other continues the
+	// submission.
+	fresh bool
 	log       *slog.Logger
 }
 
@@ -236,7 +242,6 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 		_ = d.msg.NakWithDelay(time.Second)
 		return
 	}
-	replay := snap != nil && snap.Status == loop.StatusCompleted && (req.IfRunExists != bus.IfExistsRestart || !d.firstClaim)
 	last, err := w.lastEvent(ctx, runID)
 	if err != nil {
 		log.Warn("reading the run's last event failed; releasing the run", "error", err)
@@ -245,6 +250,8 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 	}
 	// Events stored after this request was: this submission's own.
 	d.published = last != nil && !last.Time.Before(d.meta.Timestamp)
+	d.fresh = d.firstClaim || !d.published
+	replay := snap != nil && snap.Status == loop.StatusCompleted && (req.IfRunExists != bus.IfExistsRestart || !d.fresh)
 	if !d.firstClaim && d.published && last.IsTerminal() && !replay {
 		// This submission already ended (its terminal event is out; the
 		// worker died before the ack): exactly one terminal event.
@@ -256,7 +263,7 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 		_ = d.msg.DoubleAck(context.WithoutCancel(ctx))
 		return
 	}
-	if replay && (d.firstClaim || (last != nil && last.IsTerminal())) {
+	if replay && (d.fresh || (last != nil && last.IsTerminal())) {
 		// A completed run submitted again, or a completed run whose terminal
 		// event is out but whose ack was lost: nothing new to publish. The
 		// loop still heals a session append the crash may have missed.
@@ -346,7 +353,7 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 		ar.cancel.Cancel(cancelReason(cr.Reason))
 	}
 
-	opts, err := w.runOptions(req, runID, ag, ar, d.firstClaim)
+	opts, err := w.runOptions(req, runID, ag, ar, d.fresh)
 	if err != nil {
 		w.finishPoison(ctx, d, rp, runID, err)
 		return
@@ -374,7 +381,7 @@ func cancelReason(r string) string {
 }
 
 // runOptions builds the loop options of a request.
-func (w *Worker) runOptions(req *bus.RunRequest, runID string, ag *catalog.Agent, ar *activeRun, firstClaim bool) ([]loop.RunOption, error) {
+func (w *Worker) runOptions(req *bus.RunRequest, runID string, ag *catalog.Agent, ar *activeRun, fresh bool) ([]loop.RunOption, error) {
 	smb, err := w.st.Mailbox(runID)
 	if err != nil {
 		return nil, err
@@ -382,7 +389,7 @@ func (w *Worker) runOptions(req *bus.RunRequest, runID string, ag *catalog.Agent
 	mb := newRunMailbox(smb)
 	ar.mailbox.Store(mb)
 	ifExists := loop.IfRunExists(req.IfRunExists)
-	if !firstClaim || ifExists == "" {
+	if !fresh || ifExists == "" {
 		// A redelivery continues the same submission.
 		ifExists = loop.ResumeRun
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lovia-fleet/lovia/internal/fleettest"
@@ -279,4 +280,42 @@ func TestIndexStuckRunningIsRepaired(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, again.Replayed, "a resubmission reads the stored result")
 	require.Equal(t, "The answer is 84.", again.Result.Output)
+}
+
+// TestRestartSurvivesAnEarlyRelease: a restart of a completed run whose
+// first delivery is released before the run starts (here a claimer takes
+// the request and NAKs it at once, as a worker hitting a transient error
+// or shutting down would) must still restart the run on the next delivery,
+// not replay the old result.
+func TestRestartSurvivesAnEarlyRelease(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents})
+	ctx := context.Background()
+	rep, err := f.Client.Submit(ctx, &bus.RunRequest{RunID: "restart-early", Agent: "calc", Input: bus.TextInput("x")})
+	require.NoError(t, err)
+	f.Events(rep.RunID, 15*time.Second)
+	waitIdle(t, f, 10*time.Second)
+	require.NoError(t, f.Workers[0].Stop(ctx))
+
+	_, err = f.Client.Submit(ctx, &bus.RunRequest{RunID: rep.RunID, Agent: "calc", Input: bus.TextInput("x"), IfRunExists: bus.IfExistsRestart})
+	require.NoError(t, err)
+	cons, err := f.JS.Consumer(ctx, "LOVIA_RUNS", "workers")
+	require.NoError(t, err)
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	require.NoError(t, err)
+	n := 0
+	for m := range batch.Messages() {
+		require.NoError(t, m.Nak())
+		n++
+	}
+	require.Equal(t, 1, n, "the restart request was not delivered")
+
+	f.StartWorker(workerConfig(t, f, "w2"))
+	require.Eventually(t, func() bool {
+		return len(ofType(runEvents(t, f, rep.RunID), loop.EventRunStarted)) == 2
+	}, 15*time.Second, 50*time.Millisecond, "the restart was replayed instead of run")
+	waitIdle(t, f, 10*time.Second)
+	envs := runEvents(t, f, rep.RunID)
+	require.Len(t, ofType(envs, loop.EventRunCompleted), 2, "%v", fleettest.Types(envs))
+	require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type)
 }
