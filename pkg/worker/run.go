@@ -46,7 +46,7 @@ type delivery struct {
 	// if_run_exists applies to a fresh claim; any other continues the
 	// submission.
 	fresh bool
-	log       *slog.Logger
+	log   *slog.Logger
 }
 
 // handle executes one delivery from claim to ack.
