@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -14,15 +15,39 @@ import (
 
 // LastSeq returns the seq of the last event stored for a run, or 0 when it
 // has none: the larger of the Lovia-Seq and Lovia-High-Seq headers of the
-// last message on the run's subject. It reads that message from
-// the stream leader ($JS.API.STREAM.MSG.GET), not by direct get: a direct
-// get may be answered by a lagging replica, and a stale seq would make a
-// resuming worker's first events collide with stored ones. Errors match
-// ErrStreamMissing when the events stream does not exist.
+// last message on the run's subject. It reads that message from the
+// stream leader (see LastEvent). Errors match ErrStreamMissing when the
+// events stream does not exist.
 func (p *Publisher) LastSeq(ctx context.Context, runID string) (uint64, error) {
+	last, err := p.LastEvent(ctx, runID)
+	if err != nil || last == nil {
+		return 0, err
+	}
+	return last.HighSeq, nil
+}
+
+// StoredEvent is the last event of a run as the stream holds it.
+type StoredEvent struct {
+	*Envelope
+	// Stored is when the server stored it (the cluster's clock, comparable
+	// with a request's stream timestamp, unlike Envelope.Time, which is the
+	// publishing worker's).
+	Stored time.Time
+	// HighSeq is the highest seq published for the run when it was stored:
+	// the larger of its seq and its Lovia-High-Seq header.
+	HighSeq uint64
+}
+
+// LastEvent returns the last event stored for a run, or nil when it has
+// none. It reads from the stream leader ($JS.API.STREAM.MSG.GET), not by
+// direct get: a direct get may be answered by a lagging replica, and a
+// stale last event would make a resuming worker's first events collide with
+// stored ones, or take an ended submission for a live one. Errors match
+// ErrStreamMissing when the events stream does not exist.
+func (p *Publisher) LastEvent(ctx context.Context, runID string) (*StoredEvent, error) {
 	subject, err := p.names.Events(runID)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	ctx, cancel := withDefaultTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
@@ -35,7 +60,7 @@ func (p *Publisher) LastSeq(ctx context.Context, runID string) (uint64, error) {
 		if errors.Is(err, nats.ErrNoResponders) {
 			err = fmt.Errorf("%w (is JetStream enabled?)", err)
 		}
-		return 0, fmt.Errorf("bus: last seq of run %s: %w", runID, err)
+		return nil, fmt.Errorf("bus: last event of run %s: %w", runID, err)
 	}
 	var resp struct {
 		Error *struct {
@@ -44,40 +69,42 @@ func (p *Publisher) LastSeq(ctx context.Context, runID string) (uint64, error) {
 			Description string `json:"description"`
 		} `json:"error"`
 		Message *struct {
-			Header []byte `json:"hdrs"`
-			Data   []byte `json:"data"`
+			Header []byte    `json:"hdrs"`
+			Data   []byte    `json:"data"`
+			Time   time.Time `json:"time"`
 		} `json:"message"`
 	}
 	if err := json.Unmarshal(reply.Data, &resp); err != nil {
-		return 0, fmt.Errorf("bus: last seq of run %s: bad API response: %w", runID, err)
+		return nil, fmt.Errorf("bus: last event of run %s: bad API response: %w", runID, err)
 	}
 	if e := resp.Error; e != nil {
 		switch jetstream.ErrorCode(e.ErrCode) {
 		case jetstream.JSErrCodeMessageNotFound:
-			return 0, nil
+			return nil, nil
 		case jetstream.JSErrCodeStreamNotFound:
-			return 0, fmt.Errorf("bus: last seq of run %s: %w: %s", runID, ErrStreamMissing, stream)
+			return nil, fmt.Errorf("bus: last event of run %s: %w: %s", runID, ErrStreamMissing, stream)
 		}
-		return 0, fmt.Errorf("bus: last seq of run %s: %s (code %d, err_code %d)", runID, e.Description, e.Code, e.ErrCode)
+		return nil, fmt.Errorf("bus: last event of run %s: %s (code %d, err_code %d)", runID, e.Description, e.Code, e.ErrCode)
 	}
 	if resp.Message == nil {
-		return 0, fmt.Errorf("bus: last seq of run %s: API response without a message", runID)
+		return nil, fmt.Errorf("bus: last event of run %s: API response without a message", runID)
 	}
 	var hdr nats.Header
 	if len(resp.Message.Header) > 0 {
 		if hdr, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
-			return 0, fmt.Errorf("bus: last seq of run %s: bad headers: %w", runID, err)
+			return nil, fmt.Errorf("bus: last event of run %s: bad headers: %w", runID, err)
 		}
 	}
-	seq := headerUint(hdr, HeaderSeq)
-	if seq == 0 {
-		env, err := DecodeEnvelope(hdr, resp.Message.Data)
-		if err != nil {
-			return 0, fmt.Errorf("bus: last seq of run %s: %w", runID, err)
+	env, err := DecodeEnvelope(hdr, resp.Message.Data)
+	if err != nil {
+		seq := headerUint(hdr, HeaderSeq)
+		if seq == 0 {
+			return nil, fmt.Errorf("bus: last event of run %s: %w", runID, err)
 		}
-		seq = env.Seq
+		// Its headers still say where the run's seqs stand.
+		env = &Envelope{RunID: runID, Seq: seq}
 	}
-	return max(seq, headerUint(hdr, HeaderHighSeq)), nil
+	return &StoredEvent{Envelope: env, Stored: resp.Message.Time, HighSeq: max(env.Seq, headerUint(hdr, HeaderHighSeq))}, nil
 }
 
 // headerUint parses a decimal header, 0 when absent or malformed.

@@ -173,28 +173,19 @@ func (w *Worker) failPoisonRun(ctx context.Context, runID, agent string, info *l
 	return publish, queued
 }
 
-// lastEvent returns the last stored event of a run, or nil.
+// lastEvent returns the last stored event of a run, or nil. It is read
+// from the stream leader (a replica may lag), and its Time is the server's
+// storage time: comparable with the request's (both are the cluster's
+// clock), unlike the publishing worker's event time.
 func (w *Worker) lastEvent(ctx context.Context, runID string) (*bus.Envelope, error) {
-	subj, err := w.names.Events(runID)
-	if err != nil {
-		return nil, err
-	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	raw, err := w.events.GetLastMsgForSubject(cctx, subj)
-	if err != nil {
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return nil, nil
-		}
+	last, err := w.pub.LastEvent(cctx, runID)
+	if err != nil || last == nil {
 		return nil, err
 	}
-	env, err := bus.DecodeEnvelope(raw.Header, raw.Data)
-	if err != nil {
-		return nil, err
-	}
-	// The server's storage time: comparable with the request's (both are
-	// the cluster's clock), unlike the publishing worker's event time.
-	env.Time = raw.Time
+	env := last.Envelope
+	env.Time = last.Stored
 	return env, nil
 }
 

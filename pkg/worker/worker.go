@@ -29,7 +29,6 @@ type Worker struct {
 	st     *store.Store
 	pub    *bus.Publisher
 	cons   jetstream.Consumer
-	events jetstream.Stream
 	ctlSub *nats.Subscription
 
 	presenceSub *nats.Subscription
@@ -114,7 +113,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	if w.pub, err = bus.NewPublisher(js, bus.PublisherConfig{Prefix: w.cfg.Prefix, Clock: w.cfg.Clock, Logger: w.log}); err != nil {
 		return fmt.Errorf("worker: publisher: %w", err)
 	}
-	if w.events, err = js.Stream(ctx, w.names.EventsStream()); err != nil {
+	if _, err = js.Stream(ctx, w.names.EventsStream()); err != nil {
 		return fmt.Errorf("worker: events stream %s: %w", w.names.EventsStream(), err)
 	}
 	if w.cons, err = js.Consumer(ctx, w.names.RunsStream(), w.names.WorkersConsumer()); err != nil {
