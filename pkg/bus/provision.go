@@ -34,14 +34,21 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig)
 	names, _ := NewNames(cfg.Prefix)
 	p := &provisioner{js: js, cfg: cfg, report: &ProvisionReport{}}
 	streams := []jetstream.StreamConfig{runsStreamConfig(names, cfg), eventsStreamConfig(names, cfg), deadLetterStreamConfig(names, cfg)}
+	// Checkpoints and sessions are read by a resuming or starting run, which
+	// must see the latest head and every segment: their reads go to the
+	// stream leader. Direct gets, which any replica may answer (and a
+	// lagging one answers stale), serve the other buckets.
 	for _, b := range []struct {
-		name string
-		cfg  BucketConfig
+		name   string
+		cfg    BucketConfig
+		direct bool
 	}{
-		{names.SessionsBucket(), cfg.Sessions}, {names.CheckpointsBucket(), cfg.Checkpoints},
-		{names.MailboxBucket(), cfg.Mailbox}, {names.RunsBucket(), cfg.RunIndex},
+		{names.SessionsBucket(), cfg.Sessions, false}, {names.CheckpointsBucket(), cfg.Checkpoints, false},
+		{names.MailboxBucket(), cfg.Mailbox, true}, {names.RunsBucket(), cfg.RunIndex, true},
 	} {
-		streams = append(streams, bucketStreamConfig(b.name, b.cfg, cfg))
+		sc := bucketStreamConfig(b.name, b.cfg, cfg)
+		sc.AllowDirect = b.direct
+		streams = append(streams, sc)
 	}
 	for _, sc := range streams {
 		if err := p.stream(ctx, sc); err != nil {

@@ -67,6 +67,11 @@ func TestProvision(t *testing.T) {
 			s, err := b.js.Stream(ctx, bus.KVStream(name))
 			require.NoError(t, err)
 			require.True(t, s.CachedInfo().Config.AllowAtomicPublish, "bucket %s allows atomic batches", name)
+			// A resuming run must read the latest checkpoint head and every
+			// session segment: those reads go to the leader, not to any
+			// replica by direct get.
+			leaderReads := name == b.names.CheckpointsBucket() || name == b.names.SessionsBucket()
+			require.Equal(t, !leaderReads, s.CachedInfo().Config.AllowDirect, "bucket %s direct gets", name)
 		}
 		cons, err := b.js.Consumer(ctx, "LOVIA_RUNS", "workers")
 		require.NoError(t, err)
