@@ -137,7 +137,10 @@ type Mailbox interface {
 // the transcript (each injected entry carries its token as Entry.ID), and
 // only then deletes them (Ack). A crash in between leaves the messages
 // queued, and the resumed run recognizes the ones it already holds by
-// token: every message is applied exactly once, and none is lost.
+// token: every message is applied exactly once, and none is lost. A
+// message the run has peeked is the run's: Remove reports false for it
+// from then on (the store marks it), so a withdrawal never names a message
+// the run applies.
 type MailboxPeeker interface {
 	Peek(ctx context.Context) ([]MailMessage, error)
 	Ack(ctx context.Context, tokens []string) error

@@ -29,9 +29,22 @@ import (
 // A delete whose outcome is unknown (a timeout) drops the message from that
 // drain's result and ends the drain, so a message may be lost to a network
 // failure but is never duplicated. It is safe for concurrent use.
+//
+// Peek (the run owner's read, see [loop.MailboxPeeker]) marks each message
+// it returns as taken, with a compare-and-set; Remove withdraws only
+// messages not taken, so a withdrawal either happens before the run reads
+// the message or reports false: "removed" never names a message the run
+// applied. Ack deletes taken messages.
 type Mailbox struct {
 	b   *bucket
 	run string
+}
+
+// mailRecord is a queued message as stored.
+type mailRecord struct {
+	loop.MailMessage `msgpack:",inline"`
+	// Taken is set by Peek: the run owns the message from then on.
+	Taken bool `msgpack:"taken,omitempty"`
 }
 
 var _ loop.Mailbox = (*Mailbox)(nil)
@@ -46,7 +59,7 @@ func (m *Mailbox) Push(ctx context.Context, msg loop.MailMessage) (string, error
 	} else if err := checkID(op, "token", msg.Token); err != nil {
 		return "", err
 	}
-	frame, chunks, err := m.b.encode(ctx, m.run, &msg)
+	frame, chunks, err := m.b.encode(ctx, m.run, &mailRecord{MailMessage: msg})
 	if err != nil {
 		return "", wrapErr(op, m.run, err)
 	}
@@ -61,10 +74,14 @@ func (m *Mailbox) Push(ctx context.Context, msg loop.MailMessage) (string, error
 }
 
 // Remove withdraws a queued message. It reports false when the token is
-// not queued: never pushed, removed or drained already, or taken by a
-// concurrent Drain.
+// not queued: never pushed, removed or drained already, taken by a
+// concurrent Drain, or taken by the run (Peek).
 func (m *Mailbox) Remove(ctx context.Context, token string) (bool, error) {
-	const op = "mailbox remove"
+	return m.remove(ctx, "mailbox remove", token, false)
+}
+
+// remove deletes a message; a taken one only when taken is true.
+func (m *Mailbox) remove(ctx context.Context, op, token string, taken bool) (bool, error) {
 	if token == "" {
 		return false, fmt.Errorf("store: %s %s: %w", op, m.run, loop.ErrMailboxTokenEmpty)
 	}
@@ -77,6 +94,12 @@ func (m *Mailbox) Remove(ctx context.Context, token string) (bool, error) {
 	}
 	if err != nil {
 		return false, wrapErr(op, m.run, err)
+	}
+	if !taken {
+		var rec mailRecord
+		if _, err := m.b.decode(ctx, e.Value(), &rec); err == nil && rec.Taken {
+			return false, nil // the run has it
+		}
 	}
 	chunks := chunksOf(e.Value())
 	if err := m.b.deleteKey(ctx, m.key(token), e.Revision()); err != nil {
@@ -129,7 +152,10 @@ func (m *Mailbox) Drain(ctx context.Context) ([]loop.MailMessage, error) {
 // Clear removes every queued message of the run, e.g. when the run ends.
 var _ loop.MailboxPeeker = (*Mailbox)(nil)
 
-// Peek returns the queued messages, FIFO, without taking them.
+// Peek returns the queued messages, FIFO, and marks them taken (Remove
+// then reports false for them) without deleting them: Ack does, once the
+// run has checkpointed them. A message withdrawn while Peek marks it is
+// left out.
 func (m *Mailbox) Peek(ctx context.Context) ([]loop.MailMessage, error) {
 	const op = "mailbox peek"
 	listed, err := m.b.list(ctx, m.run+".m.*")
@@ -142,12 +168,32 @@ func (m *Mailbox) Peek(ctx context.Context) ([]loop.MailMessage, error) {
 	slices.SortFunc(listed, func(a, b jetstream.KeyValueEntry) int { return cmp.Compare(a.Revision(), b.Revision()) })
 	out := make([]loop.MailMessage, 0, len(listed))
 	for _, e := range listed {
-		var msg loop.MailMessage
-		if _, err := m.b.decode(ctx, e.Value(), &msg); err != nil {
+		var rec mailRecord
+		chunks, err := m.b.decode(ctx, e.Value(), &rec)
+		if err != nil {
 			m.b.log.LogAttrs(ctx, slog.LevelWarn, "store: mailbox skipped an undecodable message",
 				slog.String("run", m.run), slog.String("key", e.Key()), slog.String("error", err.Error()))
 			continue
 		}
+		if !rec.Taken {
+			rec.Taken = true
+			frame, newChunks, err := m.b.encode(ctx, m.run, &rec)
+			if err != nil {
+				return nil, wrapErr(op, m.run, err)
+			}
+			if _, err := m.b.update(ctx, e.Key(), frame, e.Revision()); err != nil {
+				m.b.purgeQuietly(ctx, newChunks)
+				if isCAS(err) {
+					continue // withdrawn (or taken) meanwhile
+				}
+				if len(out) > 0 {
+					return out, nil // what is marked is ours; the rest waits
+				}
+				return nil, wrapErr(op, m.run, err)
+			}
+			m.b.purgeQuietly(ctx, chunks)
+		}
+		msg := rec.MailMessage
 		if msg.Token == "" {
 			msg.Token = e.Key()[len(m.run)+len(".m."):]
 		}
@@ -163,7 +209,7 @@ func (m *Mailbox) Ack(ctx context.Context, tokens []string) error {
 		if t == "" {
 			continue
 		}
-		if _, err := m.Remove(ctx, t); err != nil && first == nil {
+		if _, err := m.remove(ctx, "mailbox ack", t, true); err != nil && first == nil {
 			first = err
 		}
 	}
