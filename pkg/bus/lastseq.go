@@ -36,6 +36,9 @@ type StoredEvent struct {
 	// HighSeq is the highest seq published for the run when it was stored:
 	// the larger of its seq and its Lovia-High-Seq header.
 	HighSeq uint64
+	// Request is the stream sequence of the run request whose claim
+	// published it (HeaderRequest), 0 when it was not stamped.
+	Request uint64
 }
 
 // LastEvent returns the last event stored for a run, or nil when it has
@@ -104,7 +107,8 @@ func (p *Publisher) LastEvent(ctx context.Context, runID string) (*StoredEvent, 
 		// Its headers still say where the run's seqs stand.
 		env = &Envelope{RunID: runID, Seq: seq}
 	}
-	return &StoredEvent{Envelope: env, Stored: resp.Message.Time, HighSeq: max(env.Seq, headerUint(hdr, HeaderHighSeq))}, nil
+	return &StoredEvent{Envelope: env, Stored: resp.Message.Time, HighSeq: max(env.Seq, headerUint(hdr, HeaderHighSeq)),
+		Request: headerUint(hdr, HeaderRequest)}, nil
 }
 
 // headerUint parses a decimal header, 0 when absent or malformed.

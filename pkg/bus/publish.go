@@ -153,6 +153,8 @@ type RunPublisher struct {
 	subject string
 	enc     Encoding
 
+	request string // HeaderRequest of every event, if set
+
 	mu      sync.Mutex
 	next    uint64
 	acked   uint64
@@ -171,6 +173,18 @@ type pendingEvent struct {
 
 // RunID is the run's id.
 func (r *RunPublisher) RunID() string { return r.runID }
+
+// SetRequest stamps every event published from now on with the run
+// request's stream sequence (HeaderRequest), so that a later claim can tell
+// this submission's events from an earlier submission's. 0 stops stamping.
+func (r *RunPublisher) SetRequest(streamSeq uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.request = ""
+	if streamSeq > 0 {
+		r.request = strconv.FormatUint(streamSeq, 10)
+	}
+}
 
 // Encoding is the events' encoding.
 func (r *RunPublisher) Encoding() Encoding { return r.enc }
@@ -243,6 +257,9 @@ func (r *RunPublisher) Publish(ctx context.Context, ev loop.Event) (uint64, erro
 		}
 	}
 	msg := &nats.Msg{Subject: r.subject, Data: body, Header: env.Headers()}
+	if r.request != "" {
+		msg.Header[HeaderRequest] = []string{r.request}
+	}
 	pe := &pendingEvent{seq: env.Seq, msg: msg, sent: time.Now()}
 	// No library retries: they resend out of order. Failures come back
 	// here and are retried in seq order by repair.

@@ -83,6 +83,7 @@ func TestPublish(t *testing.T) {
 		none, err := p.LastEvent(ctx, "run-none")
 		require.NoError(t, err)
 		require.Nil(t, none)
+		require.Zero(t, ev.Request, "not stamped")
 
 		msgs := storedEvents(t, b, "run-1")
 		require.Len(t, msgs, 20)
@@ -102,6 +103,18 @@ func TestPublish(t *testing.T) {
 		require.NoError(t, rp.Close(ctx))
 		_, err = rp.Publish(ctx, delta("late"))
 		require.ErrorIs(t, err, bus.ErrPublisherClosed)
+
+		// A claim stamps its events with its request.
+		rp, err = p.Open(ctx, "run-1", bus.Msgpack)
+		require.NoError(t, err)
+		rp.SetRequest(42)
+		_, err = rp.Publish(ctx, delta("stamped"))
+		require.NoError(t, err)
+		require.NoError(t, rp.Close(ctx))
+		ev, err = p.LastEvent(ctx, "run-1")
+		require.NoError(t, err)
+		require.Equal(t, uint64(21), ev.Seq)
+		require.Equal(t, uint64(42), ev.Request, "stamped with the request's stream sequence")
 	})
 
 	t.Run("a resumed run continues the sequence", func(t *testing.T) {

@@ -26,6 +26,10 @@ const (
 	HeaderEvent = "Lovia-Event"
 	// HeaderSeq is an event's seq, in decimal.
 	HeaderSeq = "Lovia-Seq"
+	// HeaderRequest names the run request (its stream sequence in the runs
+	// stream, in decimal) whose claim published the event: it tells the
+	// events of one submission from an earlier one's.
+	HeaderRequest = "Lovia-Request"
 	// HeaderHighSeq is set on an event published again after a failure: the
 	// highest seq published to the run at that time. Such an event may be
 	// stored after events with higher seqs, so the run's last stored

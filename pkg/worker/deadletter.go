@@ -103,24 +103,25 @@ func (w *Worker) onMaxDeliveries(data []byte) {
 	}
 	runID, err := bus.RawSubmitRunID(req, raw.Header, adv.StreamSeq)
 	if err == nil {
-		w.failDeadLetter(ctx, runID, enc, adv.Deliveries, raw.Time)
+		w.failDeadLetter(ctx, runID, enc, adv.Deliveries, adv.StreamSeq, raw.Time)
 	}
 	if err := w.runsStream.DeleteMsg(ctx, adv.StreamSeq); err != nil {
 		w.log.Warn("dead letter: deleting the request failed", "stream_seq", adv.StreamSeq, "error", err)
 	}
 }
 
-// failDeadLetter fails the run of a request stored at submitted, unless
-// that submission's terminal event is out already.
-func (w *Worker) failDeadLetter(ctx context.Context, runID string, enc bus.Encoding, deliveries uint64, submitted time.Time) {
+// failDeadLetter fails the run of the request at streamSeq (stored at
+// submitted), unless that submission's terminal event is out already.
+func (w *Worker) failDeadLetter(ctx context.Context, runID string, enc bus.Encoding, deliveries, streamSeq uint64, submitted time.Time) {
 	info := loop.ErrorInfo{
 		Type:    TypeMaxDeliveries,
 		Message: fmt.Sprintf("run %s was claimed %d times without finishing: the workers running it died or released it every time", runID, deliveries),
 		Hint:    "look for this run id in the worker logs (a tool that crashes the process?); after fixing the cause, resubmit it with if_run_exists resume",
 	}
-	// A terminal event stored before the request is an earlier submission's.
-	if last, err := w.lastEvent(ctx, runID); err == nil && (last == nil || !last.IsTerminal() || last.Time.Before(submitted)) {
+	// A terminal event of another request is an earlier submission's.
+	if last, err := w.lastEvent(ctx, runID); err == nil && (last == nil || !last.IsTerminal() || !ofRequest(last, streamSeq, submitted)) {
 		if rp, err := w.pub.Open(ctx, runID, enc); err == nil {
+			rp.SetRequest(streamSeq)
 			_, _ = rp.Publish(ctx, &loop.RunFailed{Error: info})
 			if err := rp.Close(ctx); err != nil {
 				w.log.Warn("dead letter: publishing run_failed failed", "run_id", runID, "error", err)

@@ -128,6 +128,7 @@ func (w *Worker) poison(ctx context.Context, d *delivery, runID, agent string, e
 		info := loop.ErrorInfo{Type: typ, Message: msg, Hint: hint}
 		if publish, queued := w.failPoisonRun(ctx, runID, agent, &info); publish {
 			if rp, err := w.pub.Open(ctx, runID, enc); err == nil {
+				rp.SetRequest(d.meta.Sequence.Stream)
 				if last, _ := w.lastEvent(ctx, runID); last == nil || !last.IsTerminal() || queued {
 					_, _ = rp.Publish(ctx, &loop.RunFailed{Error: info})
 				}
@@ -174,19 +175,25 @@ func (w *Worker) failPoisonRun(ctx context.Context, runID, agent string, info *l
 }
 
 // lastEvent returns the last stored event of a run, or nil. It is read
-// from the stream leader (a replica may lag), and its Time is the server's
-// storage time: comparable with the request's (both are the cluster's
-// clock), unlike the publishing worker's event time.
-func (w *Worker) lastEvent(ctx context.Context, runID string) (*bus.Envelope, error) {
+// from the stream leader (a replica may lag).
+func (w *Worker) lastEvent(ctx context.Context, runID string) (*bus.StoredEvent, error) {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	last, err := w.pub.LastEvent(cctx, runID)
-	if err != nil || last == nil {
-		return nil, err
+	return w.pub.LastEvent(cctx, runID)
+}
+
+// ofRequest reports whether last was published by a claim of the request
+// stored at streamSeq (stamped ts): by its Lovia-Request header, or, for
+// events without one, by its storage time (the cluster's clock, like the
+// request's).
+func ofRequest(last *bus.StoredEvent, streamSeq uint64, ts time.Time) bool {
+	if last == nil {
+		return false
 	}
-	env := last.Envelope
-	env.Time = last.Stored
-	return env, nil
+	if last.Request != 0 {
+		return last.Request == streamSeq
+	}
+	return !last.Stored.Before(ts)
 }
 
 // execute runs a valid request.
@@ -240,7 +247,7 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 		return
 	}
 	// Events stored after this request was: this submission's own.
-	d.published = last != nil && !last.Time.Before(d.meta.Timestamp)
+	d.published = ofRequest(last, d.meta.Sequence.Stream, d.meta.Timestamp)
 	d.fresh = d.firstClaim || !d.published
 	replay := snap != nil && snap.Status == loop.StatusCompleted && (req.IfRunExists != bus.IfExistsRestart || !d.fresh)
 	if !d.firstClaim && d.published && last.IsTerminal() && !replay {
@@ -338,6 +345,7 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 		_ = d.msg.NakWithDelay(time.Second)
 		return
 	}
+	rp.SetRequest(d.meta.Sequence.Stream)
 	w.m.inFlight.Inc()
 	defer w.m.inFlight.Dec()
 	if cr, err := w.st.Control().CancelRequested(ctx, runID); err == nil && cr != nil {
@@ -349,7 +357,11 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 		w.finishPoison(ctx, d, rp, runID, err)
 		return
 	}
-	sink := &eventSink{w: w, d: d, rp: rp, runID: runID, agent: ag.Name, attempt: attempt, last: last, replay: replay, coalesce: w.cfg.CoalesceDeltas}
+	var lastEnv *bus.Envelope
+	if last != nil {
+		lastEnv = last.Envelope
+	}
+	sink := &eventSink{w: w, d: d, rp: rp, runID: runID, agent: ag.Name, attempt: attempt, last: lastEnv, replay: replay, coalesce: w.cfg.CoalesceDeltas}
 	h := w.runner.Stream(ctx, ag.Agent, req.Input.Entries(), opts...)
 	for ev := range h.Events() {
 		if !sink.publish(ctx, ev) {

@@ -319,3 +319,34 @@ func TestRestartSurvivesAnEarlyRelease(t *testing.T) {
 	require.Len(t, ofType(envs, loop.EventRunCompleted), 2, "%v", fleettest.Types(envs))
 	require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type)
 }
+
+// TestEventsNameTheirRequest: every event a claim publishes carries the
+// stream sequence of its run request (Lovia-Request), and a resubmission's
+// events carry the new request's: a later claim tells them apart exactly.
+func TestEventsNameTheirRequest(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents})
+	ctx := context.Background()
+	rep, err := f.Client.Submit(ctx, &bus.RunRequest{RunID: "stamped", Agent: "calc", Input: bus.TextInput("x")})
+	require.NoError(t, err)
+	f.Events(rep.RunID, 15*time.Second)
+	waitIdle(t, f, 10*time.Second)
+	_, err = f.Client.Submit(ctx, &bus.RunRequest{RunID: rep.RunID, Agent: "calc", Input: bus.TextInput("x"), IfRunExists: bus.IfExistsRestart})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return len(ofType(runEvents(t, f, rep.RunID), loop.EventRunCompleted)) == 2
+	}, 15*time.Second, 50*time.Millisecond)
+
+	requests := map[string]int{}
+	var order []string
+	for _, s := range readStored(t, f, "lovia.events."+rep.RunID) {
+		r := s.Header.Get(bus.HeaderRequest)
+		require.NotEmpty(t, r, "event %d is not stamped", s.Env.Seq)
+		if requests[r] == 0 {
+			order = append(order, r)
+		}
+		requests[r]++
+	}
+	require.Len(t, order, 2, "two submissions, two requests: %v", requests)
+	require.NotEqual(t, order[0], order[1])
+}
