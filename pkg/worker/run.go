@@ -339,7 +339,13 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 			_ = w.st.Control().ClearOwner(cctx, w.cfg.ID, runID)
 		}()
 	}
-	rp, err := w.pub.Open(ctx, runID, enc)
+	// The last event was just read from the stream leader: the publisher
+	// continues after it without asking again.
+	var lastSeq uint64
+	if last != nil {
+		lastSeq = last.HighSeq
+	}
+	rp, err := w.pub.Resume(runID, enc, lastSeq)
 	if err != nil {
 		log.Warn("event publisher open failed; releasing the run", "error", err)
 		_ = d.msg.NakWithDelay(time.Second)
