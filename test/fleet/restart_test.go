@@ -96,7 +96,7 @@ agents:
 			require.Equal(t, fleettest.Types(envs), fleettest.Types(seen), "%s: the live tail across the restart", label)
 		}
 	}
-	t.Logf("NATS down %s: %d of %d runs were resumed by another worker", down, resumed, len(ids))
+	t.Logf("NATS down %s: %d of %d runs were released and resumed (run_resumed)", down, resumed, len(ids))
 }
 
 // tailAll follows a run live to its terminal event; an error ends the tail
