@@ -45,6 +45,7 @@ type API struct {
 	cfg   Config
 	names bus.Names
 	js    jetstream.JetStream
+	pub   *bus.Publisher // reads runs' last events; publishes nothing
 	log   *slog.Logger
 	// dedup is the RUNS stream's deduplication window, read once.
 	dedup atomic.Int64
@@ -75,7 +76,11 @@ func NewAPI(cfg Config) (*API, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &API{cfg: cfg, names: names, js: js, log: cfg.Logger}, nil
+	pub, err := bus.NewPublisher(js, bus.PublisherConfig{Prefix: names.Prefix()})
+	if err != nil {
+		return nil, err
+	}
+	return &API{cfg: cfg, names: names, js: js, pub: pub, log: cfg.Logger}, nil
 }
 
 // Names returns the subject names.
@@ -202,23 +207,11 @@ func (a *API) settled(ctx context.Context, e *store.RunEntry) store.RunRecord {
 	if rec.Status != store.RunRunning {
 		return rec
 	}
-	subj, err := a.names.Events(rec.RunID)
-	if err != nil {
+	last, err := a.pub.LastEvent(ctx, rec.RunID)
+	if err != nil || last == nil || !last.IsTerminal() || !last.Stored.After(rec.UpdatedAt) {
 		return rec
 	}
-	events, err := a.js.Stream(ctx, a.names.EventsStream())
-	if err != nil {
-		return rec
-	}
-	raw, err := events.GetLastMsgForSubject(ctx, subj)
-	if err != nil || !raw.Time.After(rec.UpdatedAt) {
-		return rec
-	}
-	env, err := bus.DecodeEnvelope(raw.Header, raw.Data)
-	if err != nil || !env.IsTerminal() {
-		return rec
-	}
-	ev, err := env.Event()
+	ev, err := last.Event()
 	if err != nil {
 		return rec
 	}
@@ -226,10 +219,10 @@ func (a *API) settled(ctx context.Context, e *store.RunEntry) store.RunRecord {
 		return rec
 	}
 	fixed, err := a.cfg.Store.Runs().Modify(ctx, rec.RunID, func(r *store.RunRecord) error {
-		if r.Status != store.RunRunning || !raw.Time.After(r.UpdatedAt) {
+		if r.Status != store.RunRunning || !last.Stored.After(r.UpdatedAt) {
 			return errLeaveAlone
 		}
-		r.ApplyTerminal(ev, raw.Time.UTC())
+		r.ApplyTerminal(ev, last.Stored.UTC())
 		return nil
 	})
 	if err != nil {

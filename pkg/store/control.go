@@ -244,11 +244,17 @@ func (c *Control) Owned(ctx context.Context, runID string) (bool, error) {
 	if err := checkID("owned", "run id", runID); err != nil {
 		return false, err
 	}
+	entries, err := c.owners(ctx, "owned", runID)
+	return len(entries) > 0, err
+}
+
+// owners lists the ownership records of the run, whoever holds them.
+func (c *Control) owners(ctx context.Context, op, runID string) ([]jetstream.KeyValueEntry, error) {
 	entries, err := c.b.list(ctx, "own.*."+runID)
 	if err != nil {
-		return false, wrapErr("owned", runID, err)
+		return nil, wrapErr(op, runID, err)
 	}
-	return len(entries) > 0, nil
+	return entries, nil
 }
 
 // ClearOtherOwners removes the ownership records other workers hold for
@@ -259,9 +265,9 @@ func (c *Control) ClearOtherOwners(ctx context.Context, worker, runID string) (i
 	if err := checkID("clear owners", "run id", runID); err != nil {
 		return 0, err
 	}
-	entries, err := c.b.list(ctx, "own.*."+runID)
+	entries, err := c.owners(ctx, "clear owners", runID)
 	if err != nil {
-		return 0, wrapErr("clear owners", runID, err)
+		return 0, err
 	}
 	n := 0
 	for _, e := range entries {

@@ -33,11 +33,7 @@ func (w *Worker) onControl(m *nats.Msg) {
 	if mb := ar.loadMailbox(); mb != nil {
 		mb.touch() // perhaps an inject: read the mailbox at the next turn
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if cr, err := w.st.Control().CancelRequested(ctx, runID); err == nil && cr != nil {
-		ar.cancel.Cancel(cancelReason(cr.Reason))
-	}
+	w.applyCancel(context.Background(), runID, ar)
 }
 
 // approvalHandler waits for a decision stored by the API (for as long as

@@ -132,7 +132,7 @@ func (w *Worker) failDeadLetter(ctx context.Context, runID string, enc bus.Encod
 		if r.Status == store.RunCompleted {
 			return nil
 		}
-		r.Status, r.Error, r.FinishedAt = store.RunFailed, &info, w.cfg.Clock().UTC()
+		r.ApplyTerminal(&loop.RunFailed{Error: info}, w.cfg.Clock().UTC())
 		return nil
 	})
 	w.m.failed.WithLabelValues("", TypeMaxDeliveries).Inc()

@@ -354,9 +354,7 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 	rp.SetRequest(d.meta.Sequence.Stream)
 	w.m.inFlight.Inc()
 	defer w.m.inFlight.Dec()
-	if cr, err := w.st.Control().CancelRequested(ctx, runID); err == nil && cr != nil {
-		ar.cancel.Cancel(cancelReason(cr.Reason))
-	}
+	w.applyCancel(ctx, runID, ar)
 
 	opts, err := w.runOptions(req, runID, ag, ar, d.fresh)
 	if err != nil {
@@ -381,6 +379,15 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 
 // errInFlight stops the claim of a duplicate request.
 var errInFlight = errors.New("the run is in flight under another request")
+
+// applyCancel cancels the run when its cancel record is stored.
+func (w *Worker) applyCancel(ctx context.Context, runID string, ar *activeRun) {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if cr, err := w.st.Control().CancelRequested(cctx, runID); err == nil && cr != nil {
+		ar.cancel.Cancel(cancelReason(cr.Reason))
+	}
+}
 
 func cancelReason(r string) string {
 	if r == "" {
@@ -454,13 +461,9 @@ func (w *Worker) finishPoison(ctx context.Context, d *delivery, rp *bus.RunPubli
 // later delivery publishes it: a run never ends without its terminal event.
 func (w *Worker) failAndTerminate(ctx context.Context, d *delivery, rp *bus.RunPublisher, runID string, info loop.ErrorInfo) {
 	ctx = context.WithoutCancel(ctx)
-	if _, err := w.st.Runs().Modify(ctx, runID, func(r *store.RunRecord) error {
-		r.Status, r.Error, r.FinishedAt = store.RunFailed, &info, w.cfg.Clock().UTC()
-		return nil
-	}); err != nil {
-		d.log.Warn("run index update failed before run_failed", "error", err)
-	}
-	_, err := rp.Publish(ctx, &loop.RunFailed{Error: info})
+	failed := &loop.RunFailed{Error: info}
+	w.indexOutcome(ctx, d, runID, failed)
+	_, err := rp.Publish(ctx, failed)
 	if err == nil {
 		err = rp.Close(ctx)
 	}
@@ -593,11 +596,7 @@ func (w *Worker) heartbeat(ctx context.Context, msg jetstream.Msg, runID string,
 				w.log.Debug("heartbeat failed", "error", err)
 			}
 			if ar.cancel.Err() == nil {
-				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				if cr, err := w.st.Control().CancelRequested(cctx, runID); err == nil && cr != nil {
-					ar.cancel.Cancel(cancelReason(cr.Reason))
-				}
-				cancel()
+				w.applyCancel(ctx, runID, ar)
 			}
 		}
 	}

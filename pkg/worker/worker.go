@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -147,24 +148,25 @@ func (w *Worker) Start(ctx context.Context) error {
 // Provision) yields to it, or every run longer than the consumer's ack wait
 // would be redelivered while it runs.
 func (w *Worker) adoptAckWait() {
-	have := DefaultAckWait
-	if ci := w.cons.CachedInfo(); ci != nil && ci.Config.AckWait > 0 {
-		have = ci.Config.AckWait
+	var have jetstream.ConsumerConfig
+	if ci := w.cons.CachedInfo(); ci != nil {
+		have = ci.Config
 	}
+	consumerWait := cmp.Or(have.AckWait, DefaultAckWait)
 	switch {
 	case w.cfg.AckWait == 0:
-		w.cfg.AckWait = have
-	case have < w.cfg.AckWait:
+		w.cfg.AckWait = consumerWait
+	case consumerWait < w.cfg.AckWait:
 		w.log.Warn("the workers consumer's ack wait is shorter than Config.AckWait; heartbeating for it",
-			"consumer_ack_wait", have, "config_ack_wait", w.cfg.AckWait)
-		w.cfg.AckWait = have
+			"consumer_ack_wait", consumerWait, "config_ack_wait", w.cfg.AckWait)
+		w.cfg.AckWait = consumerWait
 	}
 	if w.cfg.Heartbeat == 0 || w.cfg.Heartbeat > w.cfg.AckWait/2 {
 		w.cfg.Heartbeat = w.cfg.AckWait / 3
 	}
-	if ci := w.cons.CachedInfo(); ci != nil && ci.Config.MaxAckPending > 0 && ci.Config.MaxAckPending < w.cfg.Concurrency {
+	if have.MaxAckPending > 0 && have.MaxAckPending < w.cfg.Concurrency {
 		w.log.Warn("the whole fleet may claim fewer runs at once than this worker has slots; raise the workers consumer's MaxAckPending (lovia worker --max-ack-pending)",
-			"max_ack_pending", ci.Config.MaxAckPending, "concurrency", w.cfg.Concurrency)
+			"max_ack_pending", have.MaxAckPending, "concurrency", w.cfg.Concurrency)
 	}
 }
 
