@@ -60,8 +60,17 @@ func isPlainKey(key string) bool {
 }
 
 // comparePaths orders paths bytewise, except that runs of digits compare
-// by value, so items[2] sorts before items[10].
+// by value, so items[2] sorts before items[10]. Paths equal by that
+// measure (a key "0" and a key "00") fall back to bytewise order, so the
+// order is total and a validation's message is deterministic.
 func comparePaths(a, b string) int {
+	if c := compareNatural(a, b); c != 0 {
+		return c
+	}
+	return strings.Compare(a, b)
+}
+
+func compareNatural(a, b string) int {
 	for a != "" && b != "" {
 		if isDigit(a[0]) && isDigit(b[0]) {
 			i, j := digitRun(a), digitRun(b)

@@ -200,6 +200,9 @@ func TestValidateHandBuilt(t *testing.T) {
 		want   string
 	}{
 		{"unknown field", closed, map[string]any{"a": 1.0, "zz": 1.0, "c": 2.0}, "c: unknown field; zz: unknown field"},
+		// Keys equal as numbers ("0", "00") still sort one way (found by FuzzValidate).
+		{"unknown numeric keys in a total order", closed, map[string]any{"a": 1.0, "0000": 1.0, "00": 1.0, "000": 1.0, "0": 1.0, "1": 1.0, "01": 1.0},
+			"0: unknown field; 00: unknown field; 000: unknown field; 0000: unknown field; 01: unknown field; 1: unknown field"},
 		{"required without a property schema", extraRequired, map[string]any{"a": 1.0}, "b: is required"},
 		{"required without a property schema present", extraRequired, map[string]any{"b": nil}, ""},
 		{"json.Number integer", closed, map[string]any{"a": json.Number("2.0")}, ""},
