@@ -1,10 +1,8 @@
 GO      ?= go
 PKGS    ?= ./...
 BIN     ?= bin
-# Fuzz time per target for `make fuzz` (`make fuzz FUZZTIME=5m` for longer).
-# `make test` runs every fuzz target's seed corpus (testdata/fuzz) as plain
-# tests; it does not fuzz, so a new finding never fails an unrelated change.
-FUZZTIME ?= 30s
+# Fuzz time per target inside `make test` (brief; `make fuzz FUZZTIME=1m` for longer).
+FUZZTIME ?= 3s
 
 .PHONY: run test race unit bench lint build fuzz fmt clean
 
@@ -12,8 +10,9 @@ FUZZTIME ?= 30s
 run:
 	$(GO) run ./cmd/cli dev
 
-## test: vet, format check, race-enabled tests (fuzz seed corpora included)
+## test: vet, format check, race-enabled tests, brief fuzzing of the decoders
 test: lint race
+	@FUZZ_SKIP='pkg/provider' ./scripts/fuzz.sh $(FUZZTIME)
 
 ## race: all tests with the race detector
 race:
