@@ -46,7 +46,8 @@ type Fleet struct {
 type Options struct {
 	// AgentsYAML is the agents file (default: the demo agent only).
 	AgentsYAML string
-	// Workers is the number of workers (default 1).
+	// Workers is the number of workers (default 1; negative: none, for
+	// tests that start them later with StartWorker).
 	Workers int
 	// Worker tweaks each worker's config.
 	Worker func(*worker.Config)

@@ -55,15 +55,56 @@ func (p *Publisher) LastEvent(ctx context.Context, runID string) (*StoredEvent, 
 	ctx, cancel := withDefaultTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
 	stream := p.names.EventsStream()
-	req, _ := json.Marshal(struct {
+	msg, err := leaderGet(ctx, p.js, stream, struct {
 		LastBySubject string `json:"last_by_subj"`
 	}{subject})
-	reply, err := p.js.Conn().RequestWithContext(ctx, apiPrefix(p.js)+"STREAM.MSG.GET."+stream, req)
+	if err != nil {
+		return nil, fmt.Errorf("bus: last event of run %s: %w", runID, err)
+	}
+	if msg == nil {
+		return nil, nil
+	}
+	var hdr nats.Header
+	if len(msg.Header) > 0 {
+		if hdr, err = nats.DecodeHeadersMsg(msg.Header); err != nil {
+			return nil, fmt.Errorf("bus: last event of run %s: bad headers: %w", runID, err)
+		}
+	}
+	env, err := DecodeEnvelope(hdr, msg.Data)
+	if err != nil {
+		seq := HeaderUint(hdr, HeaderSeq)
+		if seq == 0 {
+			return nil, fmt.Errorf("bus: last event of run %s: %w", runID, err)
+		}
+		// Its headers still say where the run's seqs stand.
+		env = &Envelope{RunID: runID, Seq: seq}
+	}
+	return &StoredEvent{Envelope: env, Stored: msg.Time, HighSeq: max(env.Seq, HeaderUint(hdr, HeaderHighSeq)),
+		Request: HeaderUint(hdr, HeaderRequest)}, nil
+}
+
+// storedMsg is a message as $JS.API.STREAM.MSG.GET returns it.
+type storedMsg struct {
+	Header []byte    `json:"hdrs"`
+	Data   []byte    `json:"data"`
+	Time   time.Time `json:"time"`
+}
+
+// leaderGet asks the stream's leader for one message ($JS.API.STREAM.MSG.GET
+// with req as the body: a sequence or a last-by-subject). It returns nil,
+// nil when the stream has no such message; errors match ErrStreamMissing
+// when the stream does not exist.
+func leaderGet(ctx context.Context, js jetstream.JetStream, stream string, req any) (*storedMsg, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	reply, err := js.Conn().RequestWithContext(ctx, apiPrefix(js)+"STREAM.MSG.GET."+stream, body)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) {
 			err = fmt.Errorf("%w (is JetStream enabled?)", err)
 		}
-		return nil, fmt.Errorf("bus: last event of run %s: %w", runID, err)
+		return nil, err
 	}
 	var resp struct {
 		Error *struct {
@@ -71,48 +112,44 @@ func (p *Publisher) LastEvent(ctx context.Context, runID string) (*StoredEvent, 
 			ErrCode     uint16 `json:"err_code"`
 			Description string `json:"description"`
 		} `json:"error"`
-		Message *struct {
-			Header []byte    `json:"hdrs"`
-			Data   []byte    `json:"data"`
-			Time   time.Time `json:"time"`
-		} `json:"message"`
+		Message *storedMsg `json:"message"`
 	}
 	if err := json.Unmarshal(reply.Data, &resp); err != nil {
-		return nil, fmt.Errorf("bus: last event of run %s: bad API response: %w", runID, err)
+		return nil, fmt.Errorf("bad API response: %w", err)
 	}
 	if e := resp.Error; e != nil {
 		switch jetstream.ErrorCode(e.ErrCode) {
 		case jetstream.JSErrCodeMessageNotFound:
 			return nil, nil
 		case jetstream.JSErrCodeStreamNotFound:
-			return nil, fmt.Errorf("bus: last event of run %s: %w: %s", runID, ErrStreamMissing, stream)
+			return nil, fmt.Errorf("%w: %s", ErrStreamMissing, stream)
 		}
-		return nil, fmt.Errorf("bus: last event of run %s: %s (code %d, err_code %d)", runID, e.Description, e.Code, e.ErrCode)
+		return nil, fmt.Errorf("%s (code %d, err_code %d)", e.Description, e.Code, e.ErrCode)
 	}
 	if resp.Message == nil {
-		return nil, fmt.Errorf("bus: last event of run %s: API response without a message", runID)
+		return nil, errors.New("API response without a message")
 	}
-	var hdr nats.Header
-	if len(resp.Message.Header) > 0 {
-		if hdr, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
-			return nil, fmt.Errorf("bus: last event of run %s: bad headers: %w", runID, err)
-		}
-	}
-	env, err := DecodeEnvelope(hdr, resp.Message.Data)
-	if err != nil {
-		seq := headerUint(hdr, HeaderSeq)
-		if seq == 0 {
-			return nil, fmt.Errorf("bus: last event of run %s: %w", runID, err)
-		}
-		// Its headers still say where the run's seqs stand.
-		env = &Envelope{RunID: runID, Seq: seq}
-	}
-	return &StoredEvent{Envelope: env, Stored: resp.Message.Time, HighSeq: max(env.Seq, headerUint(hdr, HeaderHighSeq)),
-		Request: headerUint(hdr, HeaderRequest)}, nil
+	return resp.Message, nil
 }
 
-// headerUint parses a decimal header, 0 when absent or malformed.
-func headerUint(h nats.Header, key string) uint64 {
+// RequestStored reports whether the runs stream still holds the run request
+// stored at seq: true while it waits for a worker or is being worked on,
+// false once a worker acknowledged or terminated it, or the stream dropped
+// it (max age, a purge, a lost write). It asks the stream leader, so a
+// lagging replica never reports a request missing.
+func RequestStored(ctx context.Context, js jetstream.JetStream, names Names, seq uint64) (bool, error) {
+	stream := names.RunsStream()
+	msg, err := leaderGet(ctx, js, stream, struct {
+		Seq uint64 `json:"seq"`
+	}{seq})
+	if err != nil {
+		return false, fmt.Errorf("bus: run request %d: %w", seq, err)
+	}
+	return msg != nil, nil
+}
+
+// HeaderUint parses a decimal header, 0 when absent or malformed.
+func HeaderUint(h nats.Header, key string) uint64 {
 	n, err := strconv.ParseUint(headerValue(h, key), 10, 64)
 	if err != nil {
 		return 0

@@ -30,6 +30,13 @@ const (
 	// stream, in decimal) whose claim published the event: it tells the
 	// events of one submission from an earlier one's.
 	HeaderRequest = "Lovia-Request"
+	// HeaderSubmission is set by the API on a run request: the submission
+	// of the run it belongs to (1 for the first, one more for each
+	// resubmission of a failed run). A worker terminates a request of a
+	// submission that has already ended or been superseded, without
+	// running it. Raw publishes need not set it. (An addition to
+	// PROTOCOL.md's request headers.)
+	HeaderSubmission = "Lovia-Submission"
 	// HeaderHighSeq is set on an event published again after a failure: the
 	// highest seq published to the run at that time. Such an event may be
 	// stored after events with higher seqs, so the run's last stored

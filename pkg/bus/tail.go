@@ -284,7 +284,7 @@ func (tl *Tail) Next(ctx context.Context) (*Envelope, error) {
 			tl.caughtUp = md.NumPending == 0
 		}
 		// The seq header lets us skip duplicates without decoding.
-		if seq := headerUint(msg.Headers(), HeaderSeq); seq != 0 && tl.old(seq) {
+		if seq := HeaderUint(msg.Headers(), HeaderSeq); seq != 0 && tl.old(seq) {
 			continue
 		}
 		env, err := DecodeEnvelope(msg.Headers(), msg.Data())

@@ -117,7 +117,6 @@ func (a *API) Submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 	events, _ := a.names.Events(req.RunID)
 	reply := &bus.SubmitReply{RunID: req.RunID, EventsSubject: events, Agent: req.Agent, Status: bus.StateQueued}
 	runs := a.cfg.Store.Runs()
-	submission := 1
 	e, err := runs.Create(ctx, store.RunRecord{
 		RunID: req.RunID, Agent: req.Agent, SessionID: req.SessionID, Status: store.RunQueued,
 		Metadata: req.Metadata, Submissions: 1,
@@ -139,14 +138,11 @@ func (a *API) Submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 			return reply, nil
 		case rec.Status == store.RunQueued || rec.Status == store.RunRunning:
 			// The same submission is in flight: never start a second run.
-			// A queued one may have lost its request — the process that
-			// indexed it died before enqueueing — so enqueue it again under
-			// the same message id: within the RUNS stream's deduplication
-			// window the stream drops it if the first one is there.
-			if rec.Status == store.RunQueued && time.Since(rec.UpdatedAt) < a.dedupWindow(ctx)/2 {
+			// A queued one may have lost its request: see requeue.
+			if rec.Status == store.RunQueued {
 				again := *req
 				again.Agent = rec.Agent
-				if err := a.enqueue(ctx, &again, enc, max(rec.Submissions, 1)); err != nil {
+				if err := a.requeue(ctx, cur, &again, enc); err != nil {
 					return nil, err
 				}
 			}
@@ -165,8 +161,8 @@ func (a *API) Submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 				return errAlreadyQueued
 			}
 			r.Submissions++
-			submission = r.Submissions
 			r.Status, r.Error, r.Result, r.Usage = store.RunQueued, nil, nil, nil
+			r.RequestSeq, r.Requeues = 0, 0
 			return nil
 		})
 		if errors.Is(err, errAlreadyQueued) {
@@ -176,11 +172,10 @@ func (a *API) Submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 		if err != nil {
 			return nil, err
 		}
-		_ = e
 	case err != nil:
 		return nil, err
 	}
-	if err := a.enqueue(ctx, req, enc, submission); err != nil {
+	if err := a.enqueue(ctx, req, enc, e); err != nil {
 		return nil, err
 	}
 	return reply, nil
@@ -249,9 +244,11 @@ func (a *API) dedupWindow(ctx context.Context) time.Duration {
 	return d
 }
 
-// enqueue publishes the request to the RUNS stream, deduplicated by run id
-// (and submission number for resubmissions).
-func (a *API) enqueue(ctx context.Context, req *bus.RunRequest, enc bus.Encoding, submission int) error {
+// enqueue publishes the request of the submission e records to the RUNS
+// stream, under a message id naming the run, the submission and the
+// requeue (so the stream drops a repeat of the same publish), and records
+// the request's stream sequence in e when no worker has claimed it yet.
+func (a *API) enqueue(ctx context.Context, req *bus.RunRequest, enc bus.Encoding, e *store.RunEntry) error {
 	subj, err := a.names.Submit(req.Agent)
 	if err != nil {
 		return err
@@ -260,17 +257,89 @@ func (a *API) enqueue(ctx context.Context, req *bus.RunRequest, enc bus.Encoding
 	if err != nil {
 		return err
 	}
+	rec := &e.Record
+	submission := max(rec.Submissions, 1)
 	msgID := req.RunID
 	if submission > 1 {
 		msgID += "." + strconv.Itoa(submission)
 	}
+	if rec.Requeues > 0 {
+		msgID += ".requeue" + strconv.Itoa(rec.Requeues)
+	}
 	msg := &nats.Msg{Subject: subj, Data: body, Header: nats.Header{
-		bus.HeaderMsgID: []string{msgID}, bus.HeaderContentType: []string{enc.ContentType()},
+		bus.HeaderMsgID:       []string{msgID},
+		bus.HeaderContentType: []string{enc.ContentType()},
+		bus.HeaderSubmission:  []string{strconv.Itoa(submission)},
 	}}
-	if _, err := a.js.PublishMsg(ctx, msg); err != nil {
+	ack, err := a.js.PublishMsg(ctx, msg)
+	if err != nil {
 		return fmt.Errorf("enqueue run %s: %w", req.RunID, err)
 	}
+	if rec.RequestSeq == ack.Sequence {
+		return nil
+	}
+	// A compare-and-set: a worker that has claimed the request already
+	// recorded its sequence (and changed the record) — nothing to add.
+	rec.RequestSeq = ack.Sequence
+	if err := a.cfg.Store.Runs().Update(ctx, e); err != nil && !errors.Is(err, store.ErrConflict) {
+		a.log.Warn("recording the run request's stream sequence failed; a loss of this request is noticed only within the deduplication window",
+			"run_id", req.RunID, "seq", ack.Sequence, "error", err)
+	}
 	return nil
+}
+
+// requeue publishes a queued run's request again when the runs stream has
+// lost it (a publisher that died between indexing the run and publishing
+// it, a request past the stream's max age, a purge): req, a resubmission
+// of the same run, stands in for it.
+//
+// When the record names the request's stream sequence, the stream leader
+// says whether it still holds it; if not, the record's requeue count goes
+// up (a compare-and-set: one API instance wins) and the request is
+// published under a new message id. Without a sequence (the publisher died
+// before recording it), the request is published again under the same
+// message id: within the deduplication window the stream drops it if the
+// first publish landed; past it, a duplicate may be stored, and the worker
+// that claims it second finds the submission in flight or ended and
+// terminates it (HeaderSubmission).
+func (a *API) requeue(ctx context.Context, e *store.RunEntry, req *bus.RunRequest, enc bus.Encoding) error {
+	rec := e.Record
+	if rec.RequestSeq == 0 {
+		if time.Since(rec.UpdatedAt) >= a.dedupWindow(ctx)/2 {
+			if !a.bumpRequeues(ctx, e) {
+				return nil
+			}
+		}
+		return a.enqueue(ctx, req, enc, e)
+	}
+	stored, err := bus.RequestStored(ctx, a.js, a.names, rec.RequestSeq)
+	if err != nil {
+		a.log.Warn("could not check whether a queued run's request is still stored", "run_id", rec.RunID, "error", err)
+		return nil
+	}
+	if stored {
+		return nil
+	}
+	if !a.bumpRequeues(ctx, e) {
+		return nil
+	}
+	a.log.Warn("a queued run's request was lost from the runs stream; publishing it again",
+		"run_id", rec.RunID, "lost_seq", rec.RequestSeq, "requeues", e.Record.Requeues)
+	return a.enqueue(ctx, req, enc, e)
+}
+
+// bumpRequeues counts a requeue in e's record if e is still current, and
+// reports whether it did. When it did not, another API instance or a
+// worker changed the record first (or the store failed: the client's next
+// retry tries again), and the caller leaves the run alone.
+func (a *API) bumpRequeues(ctx context.Context, e *store.RunEntry) bool {
+	e.Record.Requeues++
+	e.Record.RequestSeq = 0
+	err := a.cfg.Store.Runs().Update(ctx, e)
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		a.log.Warn("counting a requeue in the run index failed", "run_id", e.Record.RunID, "error", err)
+	}
+	return err == nil
 }
 
 func storedResult(r *store.RunRecord) *bus.StoredResult {

@@ -43,6 +43,13 @@ type RunRecord struct {
 	FinishReason *string `json:"finish_reason,omitempty" msgpack:"finish_reason,omitempty"`
 	// Submissions counts the submissions of the run (1 for the first).
 	Submissions int `json:"submissions,omitempty" msgpack:"submissions,omitempty"`
+	// RequestSeq is the runs-stream sequence of the current submission's
+	// request, 0 until its publisher (or the claiming worker) records it.
+	// A queued run whose request the stream no longer holds was lost.
+	RequestSeq uint64 `json:"request_seq,omitempty" msgpack:"request_seq,omitempty"`
+	// Requeues counts the times the current submission's request was
+	// published again because the stream had lost it.
+	Requeues int `json:"requeues,omitempty" msgpack:"requeues,omitempty"`
 	// Error describes why a run failed.
 	Error    *loop.ErrorInfo `json:"error,omitempty" msgpack:"error,omitempty"`
 	Metadata map[string]any  `json:"metadata,omitempty" msgpack:"metadata,omitempty"`

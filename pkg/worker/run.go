@@ -275,13 +275,18 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 	// different Nats-Msg-Id, or racing the API's): it must not start a
 	// second execution, whose events would interleave with the first's.
 	var attempt int
+	seq := d.meta.Sequence.Stream
+	submission := int(bus.HeaderUint(d.msg.Headers(), bus.HeaderSubmission))
 	rec, err := w.st.Runs().Modify(ctx, runID, func(r *store.RunRecord) error {
+		if staleRequest(r, submission, seq) {
+			return errStale
+		}
 		if d.firstClaim && r.Status == store.RunRunning {
 			return errInFlight
 		}
 		r.Attempt++
 		attempt = r.Attempt
-		r.Status, r.Worker, r.Error = store.RunRunning, w.cfg.ID, nil
+		r.Status, r.Worker, r.Error, r.RequestSeq = store.RunRunning, w.cfg.ID, nil, seq
 		if r.StartedAt.IsZero() {
 			r.StartedAt = w.cfg.Clock().UTC()
 		}
@@ -292,16 +297,19 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 		var e *store.RunEntry
 		e, err = w.st.Runs().Create(ctx, store.RunRecord{
 			RunID: runID, Agent: ag.Name, SessionID: req.SessionID, Status: store.RunRunning,
-			Worker: w.cfg.ID, Attempt: 1, Metadata: req.Metadata, StartedAt: w.cfg.Clock().UTC(),
+			Worker: w.cfg.ID, Attempt: 1, Metadata: req.Metadata, StartedAt: w.cfg.Clock().UTC(), RequestSeq: seq,
 		})
 		if errors.Is(err, store.ErrRunExists) {
 			rec, err = w.st.Runs().Modify(ctx, runID, func(r *store.RunRecord) error {
+				if staleRequest(r, submission, seq) {
+					return errStale
+				}
 				if d.firstClaim && r.Status == store.RunRunning {
 					return errInFlight
 				}
 				r.Attempt++
 				attempt = r.Attempt
-				r.Status, r.Worker = store.RunRunning, w.cfg.ID
+				r.Status, r.Worker, r.RequestSeq = store.RunRunning, w.cfg.ID, seq
 				return nil
 			})
 		} else if err == nil {
@@ -311,6 +319,11 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 	if errors.Is(err, errInFlight) {
 		log.Info("duplicate request of a run in flight; terminated without running it")
 		_ = d.msg.TermWithReason("duplicate: run " + runID + " is already running")
+		return
+	}
+	if errors.Is(err, errStale) {
+		log.Info("request of a submission that has ended or been superseded; terminated without running it", "submission", submission)
+		_ = d.msg.TermWithReason("stale: a request of an earlier submission of run " + runID)
 		return
 	}
 	if err != nil {
@@ -379,6 +392,27 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 
 // errInFlight stops the claim of a duplicate request.
 var errInFlight = errors.New("the run is in flight under another request")
+
+// errStale stops the claim of a request whose submission is not the run's
+// current one.
+var errStale = errors.New("the request's submission has ended or been superseded")
+
+// staleRequest reports whether the request stored at seq, of the stated
+// submission (HeaderSubmission; 0 when the publisher did not say), is not
+// run r's current one: it belongs to an earlier submission, or it is a
+// second request of the current submission, which has ended under another
+// (the API published it again after deciding it was lost, and it was not).
+// Raw publishes state no submission and are never stale.
+func staleRequest(r *store.RunRecord, submission int, seq uint64) bool {
+	switch {
+	case submission == 0:
+		return false
+	case submission < r.Submissions:
+		return true
+	}
+	ended := r.Status == store.RunCompleted || r.Status == store.RunFailed
+	return submission == r.Submissions && ended && r.RequestSeq != 0 && r.RequestSeq != seq
+}
 
 // applyCancel cancels the run when its cancel record is stored.
 func (w *Worker) applyCancel(ctx context.Context, runID string, ar *activeRun) {

@@ -350,3 +350,78 @@ func TestEventsNameTheirRequest(t *testing.T) {
 	require.Len(t, order, 2, "two submissions, two requests: %v", requests)
 	require.NotEqual(t, order[0], order[1])
 }
+
+// TestLostQueuedRequestIsPublishedAgain: a queued run whose request the
+// runs stream no longer holds (past its max age, purged) is published
+// again when the run is resubmitted, under a new message id — the
+// original one may still be inside the deduplication window, where a
+// publish under it would be dropped — and runs once.
+func TestLostQueuedRequestIsPublishedAgain(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents, Workers: -1})
+	ctx := context.Background()
+	req := &bus.RunRequest{RunID: "dropped", Agent: "calc", Input: bus.TextInput("x")}
+	_, err := f.Client.Submit(ctx, req)
+	require.NoError(t, err)
+	e, err := f.Store.Runs().Get(ctx, "dropped")
+	require.NoError(t, err)
+	require.NotZero(t, e.Record.RequestSeq, "the API records the request's stream sequence")
+
+	// The stream loses the request before any worker claims it.
+	runs, err := f.JS.Stream(ctx, "LOVIA_RUNS")
+	require.NoError(t, err)
+	require.NoError(t, runs.DeleteMsg(ctx, e.Record.RequestSeq))
+
+	// The client's retry (twice: the second finds the new request stored).
+	for range 2 {
+		rep, err := f.Client.Submit(ctx, req)
+		require.NoError(t, err)
+		require.Equal(t, bus.StateQueued, rep.Status)
+	}
+	e, err = f.Store.Runs().Get(ctx, "dropped")
+	require.NoError(t, err)
+	require.Equal(t, 1, e.Record.Requeues)
+
+	f.StartWorker(workerConfig(t, f, "w1"))
+	envs := f.Events("dropped", 15*time.Second)
+	require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type)
+	waitIdle(t, f, 10*time.Second)
+	envs = runEvents(t, f, "dropped")
+	checkOneSubmission(t, "dropped", envs)
+	require.Len(t, ofType(envs, loop.EventRunStarted), 1, "%v", fleettest.Types(envs))
+}
+
+// TestStaleSubmissionRequestIsNotRun: a request that names a submission
+// that has already ended under another request (the API published it
+// again, judging it lost, and it was not), or an earlier submission than
+// the run's current one, is terminated without running: a failed run
+// would otherwise run again and end twice, and a queued resubmission would
+// run with the old request's input.
+func TestStaleSubmissionRequestIsNotRun(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents})
+	ctx := context.Background()
+	failed := &loop.ErrorInfo{Type: "ModelError", Message: "boom"}
+	_, err := f.Store.Runs().Create(ctx, store.RunRecord{RunID: "ended", Agent: "quick", Status: store.RunFailed,
+		Submissions: 1, RequestSeq: 1_000_000, Error: failed})
+	require.NoError(t, err)
+	_, err = f.Store.Runs().Create(ctx, store.RunRecord{RunID: "superseded", Agent: "quick", Status: store.RunFailed,
+		Submissions: 3, Error: failed})
+	require.NoError(t, err)
+	for _, r := range []struct{ run, submission string }{{"ended", "1"}, {"superseded", "2"}} {
+		publishRaw(t, f, "quick", []byte(`{"run_id":"`+r.run+`","input":"x"}`),
+			nats.Header{bus.HeaderSubmission: []string{r.submission}})
+	}
+	// A current request, to show the worker still serves.
+	publishRaw(t, f, "quick", []byte(`{"run_id":"current","input":"x"}`), nats.Header{bus.HeaderSubmission: []string{"1"}})
+	waitEvent(t, f, "current", loop.EventRunCompleted, 15*time.Second)
+	waitIdle(t, f, 10*time.Second)
+
+	for _, run := range []string{"ended", "superseded"} {
+		require.Empty(t, runEvents(t, f, run), "run %s", run)
+		e, err := f.Store.Runs().Get(ctx, run)
+		require.NoError(t, err)
+		require.Equal(t, store.RunFailed, e.Record.Status, "run %s", run)
+		require.Zero(t, e.Record.Attempt, "run %s", run)
+	}
+}
