@@ -2,15 +2,14 @@ package bus
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lovia-fleet/lovia/internal/jsapi"
 )
 
 // LastSeq returns the seq of the last event stored for a run, or 0 when it
@@ -55,11 +54,9 @@ func (p *Publisher) LastEvent(ctx context.Context, runID string) (*StoredEvent, 
 	ctx, cancel := withDefaultTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
 	stream := p.names.EventsStream()
-	msg, err := leaderGet(ctx, p.js, stream, struct {
-		LastBySubject string `json:"last_by_subj"`
-	}{subject})
+	msg, err := jsapi.LeaderGet(ctx, p.js, stream, jsapi.LastBySubject(subject))
 	if err != nil {
-		return nil, fmt.Errorf("bus: last event of run %s: %w", runID, err)
+		return nil, fmt.Errorf("bus: last event of run %s: %w", runID, streamMissing(err, stream))
 	}
 	if msg == nil {
 		return nil, nil
@@ -83,55 +80,6 @@ func (p *Publisher) LastEvent(ctx context.Context, runID string) (*StoredEvent, 
 		Request: HeaderUint(hdr, HeaderRequest)}, nil
 }
 
-// storedMsg is a message as $JS.API.STREAM.MSG.GET returns it.
-type storedMsg struct {
-	Header []byte    `json:"hdrs"`
-	Data   []byte    `json:"data"`
-	Time   time.Time `json:"time"`
-}
-
-// leaderGet asks the stream's leader for one message ($JS.API.STREAM.MSG.GET
-// with req as the body: a sequence or a last-by-subject). It returns nil,
-// nil when the stream has no such message; errors match ErrStreamMissing
-// when the stream does not exist.
-func leaderGet(ctx context.Context, js jetstream.JetStream, stream string, req any) (*storedMsg, error) {
-	body, err := json.Marshal(req)
-	if err != nil {
-		return nil, err
-	}
-	reply, err := js.Conn().RequestWithContext(ctx, apiPrefix(js)+"STREAM.MSG.GET."+stream, body)
-	if err != nil {
-		if errors.Is(err, nats.ErrNoResponders) {
-			err = fmt.Errorf("%w (is JetStream enabled?)", err)
-		}
-		return nil, err
-	}
-	var resp struct {
-		Error *struct {
-			Code        int    `json:"code"`
-			ErrCode     uint16 `json:"err_code"`
-			Description string `json:"description"`
-		} `json:"error"`
-		Message *storedMsg `json:"message"`
-	}
-	if err := json.Unmarshal(reply.Data, &resp); err != nil {
-		return nil, fmt.Errorf("bad API response: %w", err)
-	}
-	if e := resp.Error; e != nil {
-		switch jetstream.ErrorCode(e.ErrCode) {
-		case jetstream.JSErrCodeMessageNotFound:
-			return nil, nil
-		case jetstream.JSErrCodeStreamNotFound:
-			return nil, fmt.Errorf("%w: %s", ErrStreamMissing, stream)
-		}
-		return nil, fmt.Errorf("%s (code %d, err_code %d)", e.Description, e.Code, e.ErrCode)
-	}
-	if resp.Message == nil {
-		return nil, errors.New("API response without a message")
-	}
-	return resp.Message, nil
-}
-
 // RequestStored reports whether the runs stream still holds the run request
 // stored at seq: true while it waits for a worker or is being worked on,
 // false once a worker acknowledged or terminated it, or the stream dropped
@@ -139,13 +87,19 @@ func leaderGet(ctx context.Context, js jetstream.JetStream, stream string, req a
 // lagging replica never reports a request missing.
 func RequestStored(ctx context.Context, js jetstream.JetStream, names Names, seq uint64) (bool, error) {
 	stream := names.RunsStream()
-	msg, err := leaderGet(ctx, js, stream, struct {
-		Seq uint64 `json:"seq"`
-	}{seq})
+	msg, err := jsapi.LeaderGet(ctx, js, stream, jsapi.BySeq(seq))
 	if err != nil {
-		return false, fmt.Errorf("bus: run request %d: %w", seq, err)
+		return false, fmt.Errorf("bus: run request %d: %w", seq, streamMissing(err, stream))
 	}
 	return msg != nil, nil
+}
+
+// streamMissing makes the API's "stream not found" match ErrStreamMissing.
+func streamMissing(err error, stream string) error {
+	if jsapi.StreamNotFound(err) {
+		return fmt.Errorf("%w: %s: %w", ErrStreamMissing, stream, err)
+	}
+	return err
 }
 
 // HeaderUint parses a decimal header, 0 when absent or malformed.
@@ -155,19 +109,4 @@ func HeaderUint(h nats.Header, key string) uint64 {
 		return 0
 	}
 	return n
-}
-
-// apiPrefix is the JetStream API prefix js sends requests with.
-func apiPrefix(js jetstream.JetStream) string {
-	o := js.Options()
-	switch {
-	case o.APIPrefix != "":
-		if !strings.HasSuffix(o.APIPrefix, ".") {
-			return o.APIPrefix + "."
-		}
-		return o.APIPrefix
-	case o.Domain != "":
-		return "$JS." + o.Domain + ".API."
-	}
-	return jetstream.DefaultAPIPrefix
 }

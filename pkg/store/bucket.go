@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lovia-fleet/lovia/internal/jsapi"
 )
 
 // bucket wraps one KV bucket with the deadline rule (every network call
@@ -14,6 +16,7 @@ import (
 // (value.go) and subject purges on the bucket's stream. Its methods return
 // NATS errors unwrapped; the stores translate them with wrapErr.
 type bucket struct {
+	js      jetstream.JetStream
 	kv      jetstream.KeyValue
 	stream  jetstream.Stream
 	name    string
@@ -88,11 +91,21 @@ func (b *bucket) purgeQuietly(ctx context.Context, filter string) {
 }
 
 // list returns the current value of every key that matches filter, in
-// stream order (ascending revision), skipping deleted keys. It reads
-// through one short-lived ordered consumer.
+// stream order (ascending revision), skipping deleted keys. It first asks
+// the stream leader for the last message matching filter: when there is
+// none (a fresh run's mailbox, a run without batches), it returns nothing
+// without the short-lived ordered consumer that reading the keys takes
+// (consumer creation is the costly part of a listing on the server).
 func (b *bucket) list(ctx context.Context, filter string) ([]jetstream.KeyValueEntry, error) {
 	ctx, cancel := b.callCtx(ctx)
 	defer cancel()
+	last, err := jsapi.LeaderGet(ctx, b.js, "KV_"+b.name, jsapi.LastBySubject("$KV."+b.name+"."+filter))
+	if err != nil {
+		return nil, err
+	}
+	if last == nil {
+		return nil, nil
+	}
 	w, err := b.kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, err

@@ -7,6 +7,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lovia-fleet/lovia/internal/jsapi"
 )
 
 // Sentinels. Every error a store returns names the operation and the id it
@@ -71,7 +73,7 @@ func classify(err error) error {
 		return ErrTimeout
 	case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
 		return ErrConflict
-	case errors.Is(err, jetstream.ErrBucketNotFound), errors.Is(err, jetstream.ErrStreamNotFound):
+	case errors.Is(err, jetstream.ErrBucketNotFound), errors.Is(err, jetstream.ErrStreamNotFound), jsapi.StreamNotFound(err):
 		return ErrBucketNotFound
 	case errors.Is(err, nats.ErrMaxPayload), errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum):
 		return ErrTooLarge

@@ -43,7 +43,7 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, erro
 		if err != nil {
 			return nil, wrapErr("open bucket", name, err)
 		}
-		return &bucket{kv: kv, stream: stream, name: name, timeout: cfg.Timeout, chunk: chunk, max: cfg.MaxValueSize, log: cfg.Logger}, nil
+		return &bucket{js: js, kv: kv, stream: stream, name: name, timeout: cfg.Timeout, chunk: chunk, max: cfg.MaxValueSize, log: cfg.Logger}, nil
 	}
 	s := &Store{cfg: cfg}
 	b, err := bind(cfg.CheckpointBucket)
