@@ -37,6 +37,7 @@ type workerFlags struct {
 	maxPending  int
 	replicas    int
 	coalesce    time.Duration
+	parkAfter   time.Duration
 	logLevel    string
 }
 
@@ -50,6 +51,7 @@ func addWorkerFlags(fs *flag.FlagSet) *workerFlags {
 	fs.IntVar(&f.maxPending, "max-ack-pending", 0, "runs the whole fleet may hold at once (every worker's --concurrency, plus headroom); unset: the fleet's (10000 when new)")
 	fs.IntVar(&f.replicas, "replicas", 0, "replicas of the streams and buckets (3 on a cluster); unset: 1 for new ones, existing ones keep theirs")
 	fs.DurationVar(&f.coalesce, "coalesce", 50*time.Millisecond, "send streamed text as one event at most this often (0: one event per model delta)")
+	fs.DurationVar(&f.parkAfter, "park-after", worker.DefaultParkAfter, "an approval wait longer than this parks the run off the worker until a decision, a cancel or its deadline (negative: never park)")
 	return f
 }
 
@@ -199,7 +201,7 @@ func startWorkerProcess(ctx context.Context, nc *nats.Conn, prefix, id string, w
 		return nil, nil, err
 	}
 	w, err := worker.New(worker.Config{
-		Conn: nc, Catalog: deps.catalog, Prefix: prefix, ID: id, Concurrency: wf.concurrency, AckWait: wf.ackWait, CoalesceDeltas: wf.coalesce,
+		Conn: nc, Catalog: deps.catalog, Prefix: prefix, ID: id, Concurrency: wf.concurrency, AckWait: wf.ackWait, CoalesceDeltas: wf.coalesce, ParkAfter: wf.parkAfter,
 		SkipProvision: true, Registry: deps.registry, ContextPolicy: policy, Logger: log, Metrics: reg,
 	})
 	if err != nil {

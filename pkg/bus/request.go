@@ -2,12 +2,14 @@ package bus
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 
@@ -259,4 +261,43 @@ func DecodeRunRequest(h nats.Header, body []byte) (*RunRequest, Encoding, error)
 		return nil, enc, err
 	}
 	return &r, enc, nil
+}
+
+// RequestMeta is what PublishRequest sends with a run request besides its
+// body.
+type RequestMeta struct {
+	// MsgID is the Nats-Msg-Id: the stream drops a repeat within its
+	// deduplication window. Required.
+	MsgID string
+	// ContentType is the body's (Content-Type). Required.
+	ContentType string
+	// Submission, when above 0, is the run's submission (HeaderSubmission).
+	Submission int
+	// Continues, when above 0, is the stream sequence of the request whose
+	// submission this one continues (HeaderContinues).
+	Continues uint64
+}
+
+// PublishRequest publishes an encoded run request to <p>.submit.<agent> on
+// the runs stream and returns the stream sequence it is stored at.
+func PublishRequest(ctx context.Context, js jetstream.JetStream, names Names, agent string, body []byte, meta RequestMeta) (uint64, error) {
+	subj, err := names.Submit(agent)
+	if err != nil {
+		return 0, err
+	}
+	msg := &nats.Msg{Subject: subj, Data: body, Header: nats.Header{
+		HeaderMsgID:       []string{meta.MsgID},
+		HeaderContentType: []string{meta.ContentType},
+	}}
+	if meta.Submission > 0 {
+		msg.Header[HeaderSubmission] = []string{strconv.Itoa(meta.Submission)}
+	}
+	if meta.Continues > 0 {
+		msg.Header[HeaderContinues] = []string{strconv.FormatUint(meta.Continues, 10)}
+	}
+	ack, err := js.PublishMsg(ctx, msg)
+	if err != nil {
+		return 0, fmt.Errorf("bus: publish run request %s: %w", meta.MsgID, err)
+	}
+	return ack.Sequence, nil
 }

@@ -37,6 +37,11 @@ const (
 	// running it. Raw publishes need not set it. (An addition to
 	// PROTOCOL.md's request headers.)
 	HeaderSubmission = "Lovia-Submission"
+	// HeaderContinues is set on a request that resumes a parked run: the
+	// stream sequence of the request whose claim parked it. The claim
+	// continues that submission (run_resumed, not run_started). (An
+	// addition to PROTOCOL.md's request headers.)
+	HeaderContinues = "Lovia-Continues"
 	// HeaderHighSeq is set on an event published again after a failure: the
 	// highest seq published to the run at that time. Such an event may be
 	// stored after events with higher seqs, so the run's last stored

@@ -136,7 +136,7 @@ func (a *API) Submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 			}
 			reply.Status, reply.Replayed, reply.Result = bus.StateCompleted, true, storedResult(&rec)
 			return reply, nil
-		case rec.Status == store.RunQueued || rec.Status == store.RunRunning:
+		case rec.Status == store.RunQueued || rec.Status == store.RunRunning || rec.Status == store.RunParked:
 			// The same submission is in flight: never start a second run.
 			// A queued one may have lost its request: see requeue.
 			if rec.Status == store.RunQueued {
@@ -146,7 +146,7 @@ func (a *API) Submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 					return nil, err
 				}
 			}
-			reply.Status = bus.RunState(rec.Status)
+			reply.Status = wireState(rec.Status)
 			return reply, nil
 		case req.IfRunExists == bus.IfExistsFail:
 			return nil, invalid("run_id", fmt.Sprintf("run %s already exists (status %s); use if_run_exists resume or restart", req.RunID, rec.Status))
@@ -157,7 +157,7 @@ func (a *API) Submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 		}
 		_ = a.cfg.Store.Control().ClearCancel(ctx, req.RunID)
 		e, err = runs.Modify(ctx, req.RunID, func(r *store.RunRecord) error {
-			if r.Status == store.RunQueued || r.Status == store.RunRunning {
+			if r.Status == store.RunQueued || r.Status == store.RunRunning || r.Status == store.RunParked {
 				return errAlreadyQueued
 			}
 			r.Submissions++
@@ -182,6 +182,15 @@ func (a *API) Submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 }
 
 var errAlreadyQueued = errors.New("already queued")
+
+// wireState is a run status as PROTOCOL.md names it: a parked run (waiting
+// for an approval decision on no worker) is running.
+func wireState(s store.RunStatus) bus.RunState {
+	if s == store.RunParked {
+		return bus.StateRunning
+	}
+	return bus.RunState(s)
+}
 
 func inputSize(in bus.Input) int {
 	n := len(in.Text)
@@ -249,10 +258,6 @@ func (a *API) dedupWindow(ctx context.Context) time.Duration {
 // requeue (so the stream drops a repeat of the same publish), and records
 // the request's stream sequence in e when no worker has claimed it yet.
 func (a *API) enqueue(ctx context.Context, req *bus.RunRequest, enc bus.Encoding, e *store.RunEntry) error {
-	subj, err := a.names.Submit(req.Agent)
-	if err != nil {
-		return err
-	}
 	body, err := bus.Marshal(enc, req)
 	if err != nil {
 		return err
@@ -266,24 +271,20 @@ func (a *API) enqueue(ctx context.Context, req *bus.RunRequest, enc bus.Encoding
 	if rec.Requeues > 0 {
 		msgID += ".requeue" + strconv.Itoa(rec.Requeues)
 	}
-	msg := &nats.Msg{Subject: subj, Data: body, Header: nats.Header{
-		bus.HeaderMsgID:       []string{msgID},
-		bus.HeaderContentType: []string{enc.ContentType()},
-		bus.HeaderSubmission:  []string{strconv.Itoa(submission)},
-	}}
-	ack, err := a.js.PublishMsg(ctx, msg)
+	seq, err := bus.PublishRequest(ctx, a.js, a.names, req.Agent, body,
+		bus.RequestMeta{MsgID: msgID, ContentType: enc.ContentType(), Submission: submission})
 	if err != nil {
 		return fmt.Errorf("enqueue run %s: %w", req.RunID, err)
 	}
-	if rec.RequestSeq == ack.Sequence {
+	if rec.RequestSeq == seq {
 		return nil
 	}
 	// A compare-and-set: a worker that has claimed the request already
 	// recorded its sequence (and changed the record) — nothing to add.
-	rec.RequestSeq = ack.Sequence
+	rec.RequestSeq = seq
 	if err := a.cfg.Store.Runs().Update(ctx, e); err != nil && !errors.Is(err, store.ErrConflict) {
 		a.log.Warn("recording the run request's stream sequence failed; a loss of this request is noticed only within the deduplication window",
-			"run_id", req.RunID, "seq", ack.Sequence, "error", err)
+			"run_id", req.RunID, "seq", seq, "error", err)
 	}
 	return nil
 }
@@ -368,7 +369,7 @@ func (a *API) Status(ctx context.Context, runID string) (*bus.StatusReply, error
 		return nil, err
 	}
 	r := a.settled(ctx, e)
-	rep := &bus.StatusReply{RunID: r.RunID, Agent: r.Agent, SessionID: r.SessionID, Status: bus.RunState(r.Status),
+	rep := &bus.StatusReply{RunID: r.RunID, Agent: r.Agent, SessionID: r.SessionID, Status: wireState(r.Status),
 		Worker: r.Worker, Attempt: r.Attempt, Turns: r.Turns, Error: r.Error}
 	if r.Status == store.RunCompleted {
 		rep.Result = storedResult(&r)
@@ -422,7 +423,8 @@ func (a *API) Approve(ctx context.Context, runID string, req *bus.ApproveRequest
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	if _, err := a.liveRun(ctx, runID, true); err != nil {
+	rec, err := a.liveRun(ctx, runID, true)
+	if err != nil {
 		return nil, err
 	}
 	d, created, err := a.cfg.Store.Control().Decide(ctx, runID, req.CallID, req.Decision, req.Reason)
@@ -430,6 +432,7 @@ func (a *API) Approve(ctx context.Context, runID string, req *bus.ApproveRequest
 		return nil, err
 	}
 	a.notify(runID)
+	a.wakeParked(ctx, rec)
 	return &ApproveReply{RunID: runID, CallID: req.CallID, Decision: d.Decision, Reason: d.Reason, Accepted: created}, nil
 }
 
@@ -458,7 +461,20 @@ func (a *API) Cancel(ctx context.Context, runID string, req *bus.CancelRequest) 
 		return nil, err
 	}
 	a.notify(runID)
-	return &CancelReply{RunID: runID, Cancelled: true, Status: string(rec.Status)}, nil
+	a.wakeParked(ctx, rec)
+	return &CancelReply{RunID: runID, Cancelled: true, Status: string(wireState(rec.Status))}, nil
+}
+
+// wakeParked wakes a parked run so that a decision or cancel just stored
+// reaches it. A run parking at this moment (not parked yet when rec was
+// read) looks for decisions and cancels once parked and wakes itself.
+func (a *API) wakeParked(ctx context.Context, rec *store.RunRecord) {
+	if rec.Status != store.RunParked {
+		return
+	}
+	if _, err := Wake(ctx, a.js, a.names, a.cfg.Store, rec.RunID); err != nil {
+		a.log.Warn("waking a parked run failed; its approval deadline wakes it", "run_id", rec.RunID, "error", err)
+	}
 }
 
 // Inject queues a steering message for the run's next turn.

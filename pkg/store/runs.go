@@ -19,6 +19,11 @@ const (
 	RunRunning   RunStatus = "running"
 	RunCompleted RunStatus = "completed"
 	RunFailed    RunStatus = "failed"
+	// RunParked is a run that waits for an approval decision on no
+	// worker: its state is in the checkpoint, and a decision, a cancel or
+	// the approval deadline publishes its Parking.Request again (the
+	// status reply says "running").
+	RunParked RunStatus = "parked"
 )
 
 // RunRecord is a run's entry in the index: the fields of the status reply
@@ -50,6 +55,10 @@ type RunRecord struct {
 	// Requeues counts the times the current submission's request was
 	// published again because the stream had lost it.
 	Requeues int `json:"requeues,omitempty" msgpack:"requeues,omitempty"`
+	// Parked holds what wakes a parked run; Wakes counts the wakes of the
+	// current submission (each one publishes a request of its own).
+	Parked *Parking `json:"parked,omitempty" msgpack:"parked,omitempty"`
+	Wakes  int      `json:"wakes,omitempty" msgpack:"wakes,omitempty"`
 	// Error describes why a run failed.
 	Error    *loop.ErrorInfo `json:"error,omitempty" msgpack:"error,omitempty"`
 	Metadata map[string]any  `json:"metadata,omitempty" msgpack:"metadata,omitempty"`

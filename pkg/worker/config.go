@@ -50,6 +50,13 @@ type Config struct {
 	// ShutdownGrace is how long Stop lets runs finish before interrupting
 	// them at a checkpoint. Default 10s.
 	ShutdownGrace time.Duration
+	// ParkAfter is how long a run waits for an approval decision on this
+	// worker before it parks: it stops at its checkpoint and gives its
+	// claim back, so a decision that takes hours holds no worker slot and
+	// no claim; a decision, a cancel or the approval deadline puts it back
+	// in the runs stream for any worker. A deadline closer than ParkAfter
+	// is waited out here. Default 1m; negative: never park.
+	ParkAfter time.Duration
 	// CoalesceDeltas, when positive, sends consecutive text (or reasoning)
 	// deltas as one event at most this often (and every 512 bytes), so a
 	// model streaming token by token costs the event stream tens of
@@ -84,6 +91,7 @@ const (
 	DefaultAckWait         = 30 * time.Second
 	DefaultTakeoverGrace   = 5 * time.Second
 	DefaultShutdownGrace   = 10 * time.Second
+	DefaultParkAfter       = time.Minute
 	DefaultMaxRequestBytes = 1 << 20
 )
 
@@ -113,6 +121,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.ShutdownGrace == 0 {
 		c.ShutdownGrace = DefaultShutdownGrace
+	}
+	if c.ParkAfter == 0 {
+		c.ParkAfter = DefaultParkAfter
 	}
 	if c.MaxRequestBytes == 0 {
 		c.MaxRequestBytes = DefaultMaxRequestBytes

@@ -36,12 +36,26 @@ func (w *Worker) onControl(m *nats.Msg) {
 	w.applyCancel(context.Background(), runID, ar)
 }
 
-// approvalHandler waits for a decision stored by the API (for as long as
-// the agent's approval timeout) and denies the call when none comes.
+// approvalHandler waits for a decision stored by the API until the
+// approval deadline (the agent's approval timeout after the call was first
+// asked about, kept across parks and takeovers) and denies the call when
+// none comes. A wait longer than Config.ParkAfter parks the run.
 func (w *Worker) approvalHandler(runID string, ar *activeRun, timeout time.Duration) loop.ApprovalHandler {
 	return func(ctx context.Context, _ *loop.RunContext, call loop.ToolCall) (loop.ApprovalVerdict, string, error) {
-		deadline := time.NewTimer(timeout)
-		defer deadline.Stop()
+		now := w.cfg.Clock()
+		deadline, err := w.st.Control().ApprovalDeadline(ctx, runID, call.ID, now.Add(timeout))
+		if err != nil {
+			w.log.Warn("approval: reading the call's deadline failed; waiting the whole approval timeout", "run_id", runID, "call_id", call.ID, "error", err)
+		}
+		denial := fmt.Sprintf("no decision within the approval timeout of %s", timeout)
+		expired := time.NewTimer(deadline.Sub(now))
+		defer expired.Stop()
+		var parkC <-chan time.Time
+		if w.cfg.ParkAfter > 0 && deadline.Sub(now) > w.cfg.ParkAfter {
+			park := time.NewTimer(w.cfg.ParkAfter)
+			defer park.Stop()
+			parkC = park.C
+		}
 		poll := time.NewTicker(500 * time.Millisecond)
 		defer poll.Stop()
 		for {
@@ -58,8 +72,13 @@ func (w *Worker) approvalHandler(runID string, ar *activeRun, timeout time.Durat
 			select {
 			case <-ctx.Done():
 				return "", "", context.Cause(ctx)
-			case <-deadline.C:
-				return loop.Deny, fmt.Sprintf("no decision within the approval timeout of %s", timeout), nil
+			case <-expired.C:
+				return loop.Deny, denial, nil
+			case <-parkC:
+				// Stop the run at its checkpoint; execute parks it.
+				ar.parking.Store(&parking{callID: call.ID, deadline: deadline})
+				ar.stop(errParked)
+				return "", "", errParked
 			case <-ar.notify:
 			case <-poll.C:
 			}

@@ -19,4 +19,14 @@
 // checkpointed tool call and re-runs the dangling ones. A worker that lost
 // its claim is fenced at its next checkpoint write and publishes nothing
 // more for that run.
+//
+// # Approvals
+//
+// A gated call waits for a decision stored through the API. A wait longer
+// than [Config.ParkAfter] parks the run: it stops at its checkpoint, its
+// record keeps the request that resumes it, and its claim is acknowledged,
+// so a decision that takes hours holds no slot and no claim. The API wakes
+// a parked run when a decision or a cancel arrives ([service.Wake]); every
+// worker watches the park timers and wakes runs at their approval deadline,
+// which counts from the first ask and survives parks and takeovers.
 package worker

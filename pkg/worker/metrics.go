@@ -22,6 +22,7 @@ type metrics struct {
 	poison       *prometheus.CounterVec
 	fenced       prometheus.Counter
 	takeovers    prometheus.Counter
+	parked       prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -40,6 +41,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		poison:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lovia_poison_requests_total", Help: "Run requests terminated as invalid, by error type."}, []string{"type"}),
 		fenced:       prometheus.NewCounter(prometheus.CounterOpts{Name: "lovia_runs_fenced_total", Help: "Runs this worker stopped because another worker owns them."}),
 		takeovers:    prometheus.NewCounter(prometheus.CounterOpts{Name: "lovia_takeovers_total", Help: "Runs of a gone worker this worker released before the ack wait."}),
+		parked:       prometheus.NewCounter(prometheus.CounterOpts{Name: "lovia_runs_parked_total", Help: "Runs this worker parked to wait for an approval decision off the worker."}),
 	}
 	// Workers of one process share a registry: reuse what is registered.
 	reuse := func(c prometheus.Collector) (prometheus.Collector, error) {
@@ -88,6 +90,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	register(&m.poison, m.poison)
 	register(&m.fenced, m.fenced)
 	register(&m.takeovers, m.takeovers)
+	register(&m.parked, m.parked)
 	if err != nil {
 		return nil, err
 	}

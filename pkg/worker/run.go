@@ -28,6 +28,10 @@ type activeRun struct {
 	notify chan struct{} // a control change arrived (approval decided)
 	// mailbox is set once the run's options are built.
 	mailbox atomic.Pointer[runMailbox]
+	// stop ends the run's context; parking is set (before stop is called
+	// with errParked) when the run parks on an approval.
+	stop    context.CancelCauseFunc
+	parking atomic.Pointer[parking]
 }
 
 func (ar *activeRun) loadMailbox() *runMailbox { return ar.mailbox.Load() }
@@ -46,7 +50,10 @@ type delivery struct {
 	// if_run_exists applies to a fresh claim; any other continues the
 	// submission.
 	fresh bool
-	log   *slog.Logger
+	// continued is true for a request that resumes a parked run
+	// (HeaderContinues): its first claim continues the submission.
+	continued bool
+	log       *slog.Logger
 }
 
 // handle executes one delivery from claim to ack.
@@ -206,7 +213,9 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 	// second execution. The one in progress keeps the request alive with
 	// its heartbeats and acks it. Registering before the claim also tells
 	// this worker's takeover reaper that the run is owned here.
-	ar := &activeRun{id: runID, seq: d.meta.Sequence.Stream, cancel: loop.NewCancelToken(), notify: make(chan struct{}, 1)}
+	runCtx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	ar := &activeRun{id: runID, seq: d.meta.Sequence.Stream, cancel: loop.NewCancelToken(), notify: make(chan struct{}, 1), stop: stopRun}
 	w.mu.Lock()
 	cur := w.active[runID]
 	if cur == nil {
@@ -248,6 +257,12 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 	}
 	// Events stored after this request was: this submission's own.
 	d.published = ofRequest(last, d.meta.Sequence.Stream, d.meta.Timestamp)
+	if cont := bus.HeaderUint(d.msg.Headers(), bus.HeaderContinues); cont != 0 && !d.published {
+		// A parked run's resume request: the parking claim's events are
+		// this submission's.
+		d.published = ofRequest(last, cont, time.Time{})
+		d.continued = d.published
+	}
 	d.fresh = d.firstClaim || !d.published
 	replay := snap != nil && snap.Status == loop.StatusCompleted && (req.IfRunExists != bus.IfExistsRestart || !d.fresh)
 	if !d.firstClaim && d.published && last.IsTerminal() && !replay {
@@ -286,7 +301,7 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 		}
 		r.Attempt++
 		attempt = r.Attempt
-		r.Status, r.Worker, r.Error, r.RequestSeq = store.RunRunning, w.cfg.ID, nil, seq
+		r.Status, r.Worker, r.Error, r.RequestSeq, r.Parked = store.RunRunning, w.cfg.ID, nil, seq, nil
 		if r.StartedAt.IsZero() {
 			r.StartedAt = w.cfg.Clock().UTC()
 		}
@@ -309,7 +324,7 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 				}
 				r.Attempt++
 				attempt = r.Attempt
-				r.Status, r.Worker, r.RequestSeq = store.RunRunning, w.cfg.ID, seq
+				r.Status, r.Worker, r.RequestSeq, r.Parked = store.RunRunning, w.cfg.ID, seq, nil
 				return nil
 			})
 		} else if err == nil {
@@ -379,7 +394,7 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 		lastEnv = last.Envelope
 	}
 	sink := &eventSink{w: w, d: d, rp: rp, runID: runID, agent: ag.Name, attempt: attempt, last: lastEnv, replay: replay, coalesce: w.cfg.CoalesceDeltas}
-	h := w.runner.Stream(ctx, ag.Agent, req.Input.Entries(), opts...)
+	h := w.runner.Stream(runCtx, ag.Agent, req.Input.Entries(), opts...)
 	for ev := range h.Events() {
 		if !sink.publish(ctx, ev) {
 			break
@@ -387,6 +402,11 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 	}
 	sink.close()
 	res, runErr := h.Result()
+	if p := ar.parking.Load(); p != nil && !sink.terminal && !sink.fenced && sink.err == nil &&
+		!errors.Is(runErr, loop.ErrFenced) && w.runCtx.Err() == nil {
+		w.park(ctx, d, rp, req, runID, ag, enc, sink.attempt, p)
+		return
+	}
 	w.settle(ctx, d, sink, rp, runID, ag, res, runErr)
 }
 

@@ -27,7 +27,8 @@ func (w *Worker) presenceSubject(id string) string {
 	return w.names.Prefix() + ".worker." + id + ".ping"
 }
 
-// startTakeover starts the presence responder and the reaper.
+// startTakeover starts the presence responder, the reaper and the park
+// timers.
 func (w *Worker) startTakeover(ctx context.Context) error {
 	sub, err := w.cfg.Conn.Subscribe(w.presenceSubject(w.cfg.ID), func(m *nats.Msg) { _ = m.Respond([]byte("pong")) })
 	if err != nil {
@@ -39,8 +40,18 @@ func (w *Worker) startTakeover(ctx context.Context) error {
 		_ = sub.Unsubscribe()
 		return err
 	}
+	timers, err := w.st.Control().WatchParkTimers(ctx)
+	if err != nil {
+		_ = sub.Unsubscribe()
+		return err
+	}
 	w.reaperDone = make(chan struct{})
+	w.timersDone = make(chan struct{})
 	go w.reaper(ctx, updates)
+	go func() {
+		defer close(w.timersDone)
+		w.parkTimers(ctx, timers)
+	}()
 	return nil
 }
 

@@ -40,6 +40,7 @@ type Worker struct {
 	reaperCtx   context.Context
 	stopReaper  context.CancelFunc
 	reaperDone  chan struct{}
+	timersDone  chan struct{}
 
 	mu      sync.Mutex
 	started bool
@@ -212,6 +213,9 @@ func (w *Worker) Stop(ctx context.Context) error {
 		<-w.deadDone
 	}
 	w.stopReaper()
+	if w.timersDone != nil {
+		<-w.timersDone
+	}
 	if w.reaperDone != nil {
 		<-w.reaperDone
 	}

@@ -1,0 +1,58 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/store"
+)
+
+// Wake takes a parked run (one waiting for an approval decision on no
+// worker) out of parking: it publishes the run's resume request to the
+// runs stream and marks the run queued. It reports whether this call woke
+// it; a run that is not parked is left alone.
+//
+// The API wakes a run when a decision or a cancel for it is stored;
+// workers wake it at its approval deadline, and the parking worker itself
+// when a decision landed while it parked. Concurrent wakers publish under
+// the same message id ("<run>[.<submission>].wake<n>"), so the stream
+// keeps one request, and one compare-and-set on the run record wins. A
+// waker that dies between the publish and the record update leaves a
+// request that the next claim takes as usual.
+func Wake(ctx context.Context, js jetstream.JetStream, names bus.Names, st *store.Store, runID string) (bool, error) {
+	e, err := st.Runs().Get(ctx, runID)
+	if err != nil {
+		return false, err
+	}
+	rec := &e.Record
+	if rec.Status != store.RunParked || rec.Parked == nil {
+		return false, nil
+	}
+	p := rec.Parked
+	submission := max(rec.Submissions, 1)
+	msgID := fmt.Sprintf("%s.wake%d", runID, rec.Wakes+1)
+	if submission > 1 {
+		msgID = fmt.Sprintf("%s.%d.wake%d", runID, submission, rec.Wakes+1)
+	}
+	seq, err := bus.PublishRequest(ctx, js, names, rec.Agent, p.Request,
+		bus.RequestMeta{MsgID: msgID, ContentType: p.ContentType, Submission: submission, Continues: p.Continues})
+	if err != nil {
+		return false, fmt.Errorf("wake run %s: %w", runID, err)
+	}
+	rec.Status, rec.Parked, rec.RequestSeq = store.RunQueued, nil, seq
+	rec.Wakes++
+	if err := st.Runs().Update(ctx, e); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return false, nil // another waker, or the claim of this request, came first
+		}
+		return false, fmt.Errorf("wake run %s: %w", runID, err)
+	}
+	if err := st.Control().ClearParkTimer(ctx, runID, 0); err != nil {
+		return true, fmt.Errorf("wake run %s: the run is queued, but its park timer stays (harmless): %w", runID, err)
+	}
+	return true, nil
+}

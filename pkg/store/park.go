@@ -1,0 +1,156 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Parking is what a parked run's record keeps: the gated call it waits on,
+// when waiting ends in a denial, and the request that resumes it
+// (if_run_exists resume), encoded as its content type says.
+type Parking struct {
+	CallID      string    `json:"call_id" msgpack:"call_id"`
+	Deadline    time.Time `json:"deadline" msgpack:"deadline"`
+	Request     []byte    `json:"request" msgpack:"request"`
+	ContentType string    `json:"content_type" msgpack:"content_type"`
+	// Continues is the stream sequence of the request whose claim parked
+	// the run (the resume request continues its submission).
+	Continues uint64 `json:"continues" msgpack:"continues"`
+}
+
+var errNotParkable = errors.New("the run is not this claim's to park")
+
+// Park marks a run parked, if the run index still shows it running under
+// claim attempt (another worker has not claimed it since). It reports
+// whether it did.
+func (r *Runs) Park(ctx context.Context, runID string, attempt int, p Parking) (bool, error) {
+	_, err := r.Modify(ctx, runID, func(rec *RunRecord) error {
+		if rec.Status != RunRunning || rec.Attempt != attempt {
+			return errNotParkable
+		}
+		rec.Status, rec.Parked = RunParked, &p
+		return nil
+	})
+	if errors.Is(err, errNotParkable) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Park timers: one key per parked run, so that every worker can watch the
+// deadlines without reading every run record.
+//
+//	runs  =park.<run>         the deadline of a parked run's approval
+//	      <run>.ask.<call>    when a gated call's approval wait ends
+//
+// ("=" is not allowed in run ids, so no run's keys can match =park.*.)
+const parkPrefix = "=park."
+
+func parkKey(run string) string { return parkPrefix + run }
+
+// SetParkTimer records a parked run's deadline.
+func (c *Control) SetParkTimer(ctx context.Context, runID string, deadline time.Time) error {
+	if err := checkID("park", "run id", runID); err != nil {
+		return err
+	}
+	val, err := msgpack.Marshal(deadline.UTC())
+	if err != nil {
+		return err
+	}
+	_, err = c.b.put(ctx, parkKey(runID), val)
+	return wrapErr("park", runID, err)
+}
+
+// ClearParkTimer removes a run's park timer: the one at revision rev, or
+// whichever is there when rev is 0. A timer set again since rev stays.
+func (c *Control) ClearParkTimer(ctx context.Context, runID string, rev uint64) error {
+	ctx, cancel := c.b.callCtx(ctx)
+	defer cancel()
+	var opts []jetstream.KVDeleteOpt
+	if rev > 0 {
+		opts = append(opts, jetstream.LastRevision(rev))
+	}
+	if err := c.b.kv.Purge(ctx, parkKey(runID), opts...); err != nil && !isNotFound(err) && !isCAS(err) {
+		return wrapErr("park timer clear", runID, err)
+	}
+	return nil
+}
+
+// ParkTimer is one park timer change.
+type ParkTimer struct {
+	RunID    string
+	Deadline time.Time
+	// Revision is the timer's KV revision (for ClearParkTimer).
+	Revision uint64
+	// Deleted is set when the timer was cleared.
+	Deleted bool
+}
+
+// WatchParkTimers streams park timer changes, starting with the current
+// timers, until ctx ends.
+func (c *Control) WatchParkTimers(ctx context.Context) (<-chan ParkTimer, error) {
+	w, err := c.b.kv.Watch(ctx, parkPrefix+"*")
+	if err != nil {
+		return nil, wrapErr("watch park timers", c.b.name, err)
+	}
+	out := make(chan ParkTimer, 64)
+	go func() {
+		defer close(out)
+		defer stopWatch(w)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil {
+					continue
+				}
+				t := ParkTimer{RunID: strings.TrimPrefix(e.Key(), parkPrefix), Revision: e.Revision(), Deleted: e.Operation() != jetstream.KeyValuePut}
+				if !t.Deleted && msgpack.Unmarshal(e.Value(), &t.Deadline) != nil {
+					continue
+				}
+				select {
+				case out <- t:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out, nil
+}
+
+// ApprovalDeadline returns when the approval wait of a gated call ends:
+// the deadline stored when the call was first asked about, or, for the
+// first ask, deadline (stored now). A wait resumed on another worker — after
+// a park or a crash — keeps the first deadline instead of starting over.
+func (c *Control) ApprovalDeadline(ctx context.Context, runID, callID string, deadline time.Time) (time.Time, error) {
+	key := strings.Replace(callKey(runID, callID), ".ap.", ".ask.", 1)
+	val, err := msgpack.Marshal(deadline.UTC())
+	if err != nil {
+		return deadline, err
+	}
+	if _, err := c.b.create(ctx, key, val); err == nil {
+		return deadline, nil
+	} else if !errors.Is(err, jetstream.ErrKeyExists) {
+		return deadline, wrapErr("approval deadline", runID, err)
+	}
+	e, err := c.b.get(ctx, key)
+	if err != nil {
+		return deadline, wrapErr("approval deadline", runID, err)
+	}
+	var stored time.Time
+	if err := msgpack.Unmarshal(e.Value(), &stored); err != nil {
+		return deadline, fmt.Errorf("store: approval deadline %s: %w: %w", runID, ErrCorrupt, err)
+	}
+	return stored, nil
+}

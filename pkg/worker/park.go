@@ -1,0 +1,134 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/catalog"
+	"github.com/lovia-fleet/lovia/pkg/service"
+	"github.com/lovia-fleet/lovia/pkg/store"
+)
+
+// errParked is the cause given to a run's context when it parks.
+var errParked = errors.New("parked: waiting for an approval decision off the worker")
+
+// parking is what an approval wait that parks its run hands to execute.
+type parking struct {
+	callID   string
+	deadline time.Time
+}
+
+// park ends the claim of a run that stopped to wait for an approval
+// decision off the worker: its events are flushed, its park timer and
+// record are written (the record holds the request that resumes it), and
+// the request is acknowledged. A decision or cancel stored meanwhile —
+// the API saw the run running, not parked, so it did not wake it — wakes
+// it at once.
+func (w *Worker) park(ctx context.Context, d *delivery, rp *bus.RunPublisher, req *bus.RunRequest, runID string, ag *catalog.Agent, enc bus.Encoding, attempt int, p *parking) {
+	log := d.log.With("call_id", p.callID)
+	release := func(msg string, err error) {
+		if !w.stillClaimed(ctx, runID, attempt) {
+			log.Info(msg+"; another worker has claimed the run since", "error", err)
+			return
+		}
+		log.Warn(msg+"; releasing the run instead", "error", err)
+		_ = d.msg.NakWithDelay(time.Second)
+	}
+	if err := rp.Close(ctx); err != nil {
+		release("flushing the run's events before parking failed", err)
+		return
+	}
+	resume := *req
+	resume.RunID, resume.Agent, resume.IfRunExists = runID, ag.Name, bus.IfExistsResumeOnly
+	body, err := bus.Marshal(enc, &resume)
+	if err != nil {
+		release("encoding the resume request failed", err)
+		return
+	}
+	if err := w.st.Control().SetParkTimer(ctx, runID, p.deadline); err != nil {
+		release("storing the park timer failed", err)
+		return
+	}
+	parked, err := w.st.Runs().Park(ctx, runID, attempt, store.Parking{
+		CallID: p.callID, Deadline: p.deadline, Request: body, ContentType: enc.ContentType(),
+		Continues: d.meta.Sequence.Stream,
+	})
+	if err != nil {
+		release("marking the run parked failed", err)
+		return
+	}
+	if !parked {
+		log.Info("not parking: another worker has claimed the run since")
+		return
+	}
+	w.m.parked.Inc()
+	log.Info("run parked until an approval decision, a cancel or its deadline", "deadline", p.deadline)
+	if w.decidedMeanwhile(ctx, runID, p.callID) {
+		if _, err := service.Wake(ctx, w.js, w.names, w.st, runID); err != nil {
+			log.Warn("waking the run for a decision stored while it parked failed; its deadline wakes it", "error", err)
+		}
+	}
+	if err := d.msg.DoubleAck(context.WithoutCancel(ctx)); err != nil {
+		log.Warn("acknowledging the parked run's request failed; its redelivery resumes the run", "error", err)
+	}
+}
+
+// decidedMeanwhile reports whether a decision for the call or a cancel of
+// the run is stored (or cannot be ruled out).
+func (w *Worker) decidedMeanwhile(ctx context.Context, runID, callID string) bool {
+	d, err := w.st.Control().Decision(ctx, runID, callID)
+	if err != nil || d != nil {
+		return true
+	}
+	c, err := w.st.Control().CancelRequested(ctx, runID)
+	return err != nil || c != nil
+}
+
+// parkTimers wakes parked runs at their approval deadlines. Every worker
+// runs it; the wake's compare-and-set picks one.
+func (w *Worker) parkTimers(ctx context.Context, updates <-chan store.ParkTimer) {
+	type timer struct {
+		deadline time.Time
+		rev      uint64
+	}
+	timers := map[string]timer{}
+	tick := time.NewTicker(w.cfg.TakeoverInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case t, ok := <-updates:
+			if !ok {
+				return
+			}
+			if t.Deleted {
+				delete(timers, t.RunID)
+			} else {
+				timers[t.RunID] = timer{t.Deadline, t.Revision}
+			}
+		case <-tick.C:
+			now := w.cfg.Clock()
+			for run, t := range timers {
+				if now.Before(t.deadline) {
+					continue
+				}
+				delete(timers, run)
+				woke, err := service.Wake(ctx, w.js, w.names, w.st, run)
+				switch {
+				case err != nil && !errors.Is(err, store.ErrRunNotFound):
+					w.log.Warn("waking a parked run at its approval deadline failed; retrying", "run_id", run, "error", err)
+					timers[run] = t
+				case woke:
+					w.log.Info("parked run woken at its approval deadline", "run_id", run)
+				default:
+					// Not parked (woken already, or claimed by a waker's
+					// request): the timer is stale.
+					_ = w.st.Control().ClearParkTimer(ctx, run, t.rev)
+				}
+			}
+		}
+	}
+}

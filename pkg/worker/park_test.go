@@ -1,0 +1,159 @@
+package worker_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lovia-fleet/lovia/internal/fleettest"
+	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/loop"
+	"github.com/lovia-fleet/lovia/pkg/store"
+	"github.com/lovia-fleet/lovia/pkg/worker"
+)
+
+const parkAgents = `
+agents:
+  - name: gated
+    model: scripted
+    tools: [echo]
+    approval: [echo]
+    approval_timeout: 10m
+    script:
+      - call: {name: echo, args: {text: "ship it"}, id: c1}
+      - text: done
+  - name: gated_short
+    model: scripted
+    tools: [echo]
+    approval: [echo]
+    approval_timeout: 1500ms
+    script:
+      - call: {name: echo, args: {text: "ship it"}, id: c1}
+      - text: done
+`
+
+// parkedFleet is a fleet whose workers park approval waits after 200ms.
+func parkedFleet(t *testing.T, workers int) *fleettest.Fleet {
+	return fleettest.Start(t, fleettest.Options{AgentsYAML: parkAgents, Workers: workers,
+		Worker: func(c *worker.Config) { c.ParkAfter = 200 * time.Millisecond }})
+}
+
+// waitParked waits until the run is parked and its request has left the
+// runs stream: no worker slot and no claim hold it.
+func waitParked(t *testing.T, f *fleettest.Fleet, runID string) {
+	t.Helper()
+	ok := waitFor(10*time.Second, func() bool {
+		e, err := f.Store.Runs().Get(context.Background(), runID)
+		return err == nil && e.Record.Status == store.RunParked
+	})
+	require.True(t, ok, "run %s never parked", runID)
+	waitIdle(t, f, 10*time.Second)
+}
+
+// TestApprovalParksAndResumesOnDecision: a run waiting for an approval
+// longer than ParkAfter parks — its request is acknowledged, it holds no
+// claim, its status still says running — and the decision, made through the
+// API while no worker holds the run, resumes it on a worker: the tool runs
+// once, the run completes, and its events are one gapless submission.
+func TestApprovalParksAndResumesOnDecision(t *testing.T) {
+	t.Parallel()
+	f := parkedFleet(t, 2)
+	ctx := context.Background()
+	rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "gated", Input: bus.TextInput("deploy")})
+	require.NoError(t, err)
+	waitEvent(t, f, rep.RunID, loop.EventApprovalRequired, 10*time.Second)
+	waitParked(t, f, rep.RunID)
+	st, err := f.Client.Status(ctx, rep.RunID)
+	require.NoError(t, err)
+	require.Equal(t, bus.StateRunning, st.Status, "a parked run is running, as PROTOCOL.md names it")
+
+	ar, err := f.Client.Approve(ctx, rep.RunID, "c1", loop.Approve, "go")
+	require.NoError(t, err)
+	require.True(t, ar.Accepted)
+	envs := f.Events(rep.RunID, 15*time.Second)
+	checkOneSubmission(t, rep.RunID, envs)
+	t.Logf("events: %v", fleettest.Types(envs))
+	require.Len(t, ofType(envs, bus.EventRunResumed), 1, "%v", fleettest.Types(envs))
+	res := ofType(envs, loop.EventApprovalResolved)
+	require.Len(t, res, 1, "%v", fleettest.Types(envs))
+	require.Equal(t, loop.Approve, event[*loop.ApprovalResolved](t, res[0]).Decision)
+	require.Len(t, ofType(envs, loop.EventToolCallStarted), 1, "the approved tool ran once")
+	require.Equal(t, "done", event[*loop.RunCompleted](t, envs[len(envs)-1]).Output)
+	require.Len(t, ofType(envs, loop.EventRunStarted), 1)
+
+	waitIdle(t, f, 10*time.Second)
+	e, err := f.Store.Runs().Get(ctx, rep.RunID)
+	require.NoError(t, err)
+	require.Equal(t, store.RunCompleted, e.Record.Status)
+	require.Nil(t, e.Record.Parked)
+	require.Equal(t, 1, e.Record.Wakes)
+}
+
+// TestParkedApprovalTimesOut: nobody decides; a worker's park timer wakes
+// the run at the approval deadline — counted from the first ask, not from
+// the resume — and the call is denied (fail closed).
+func TestParkedApprovalTimesOut(t *testing.T) {
+	t.Parallel()
+	f := parkedFleet(t, 1)
+	ctx := context.Background()
+	rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "gated_short", Input: bus.TextInput("deploy")})
+	require.NoError(t, err)
+	waitEvent(t, f, rep.RunID, loop.EventApprovalRequired, 10*time.Second)
+	waitParked(t, f, rep.RunID)
+
+	envs := f.Events(rep.RunID, 15*time.Second)
+	checkOneSubmission(t, rep.RunID, envs)
+	req := ofType(envs, loop.EventApprovalRequired)
+	res := ofType(envs, loop.EventApprovalResolved)
+	require.Len(t, res, 1, "%v", fleettest.Types(envs))
+	r := event[*loop.ApprovalResolved](t, res[0])
+	require.Equal(t, loop.Reject, r.Decision)
+	require.Contains(t, r.Reason, "approval timeout")
+	wait := res[0].Time.Sub(req[0].Time)
+	require.GreaterOrEqual(t, wait, 1400*time.Millisecond, "denied before the deadline")
+	require.Less(t, wait, 5*time.Second, "the deadline restarted on resume")
+	require.Empty(t, ofType(envs, loop.EventToolCallStarted))
+	require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type)
+}
+
+// TestCancelParkedRun: a cancel of a parked run wakes it, and the worker
+// that resumes it ends it with run_failed RunCancelled.
+func TestCancelParkedRun(t *testing.T) {
+	t.Parallel()
+	f := parkedFleet(t, 1)
+	ctx := context.Background()
+	rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "gated", Input: bus.TextInput("deploy")})
+	require.NoError(t, err)
+	waitEvent(t, f, rep.RunID, loop.EventApprovalRequired, 10*time.Second)
+	waitParked(t, f, rep.RunID)
+
+	cr, err := f.Client.Cancel(ctx, rep.RunID, "changed my mind")
+	require.NoError(t, err)
+	require.True(t, cr.Cancelled)
+	require.Equal(t, "running", cr.Status)
+	envs := f.Events(rep.RunID, 15*time.Second)
+	checkOneSubmission(t, rep.RunID, envs)
+	failed := event[*loop.RunFailed](t, envs[len(envs)-1])
+	require.Equal(t, "RunCancelled", failed.Error.Type)
+	require.Empty(t, ofType(envs, loop.EventToolCallStarted))
+}
+
+// TestParkedRunResubmittedIsInFlight: resubmitting a parked run starts
+// nothing new.
+func TestParkedRunResubmittedIsInFlight(t *testing.T) {
+	t.Parallel()
+	f := parkedFleet(t, 1)
+	ctx := context.Background()
+	rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "gated", Input: bus.TextInput("deploy")})
+	require.NoError(t, err)
+	waitParked(t, f, rep.RunID)
+	again, err := f.Client.Submit(ctx, &bus.RunRequest{RunID: rep.RunID, Agent: "gated", Input: bus.TextInput("deploy")})
+	require.NoError(t, err)
+	require.Equal(t, bus.StateRunning, again.Status)
+	waitIdle(t, f, 5*time.Second)
+	e, err := f.Store.Runs().Get(ctx, rep.RunID)
+	require.NoError(t, err)
+	require.Equal(t, store.RunParked, e.Record.Status)
+}
