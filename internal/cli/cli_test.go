@@ -192,3 +192,41 @@ func TestCORSOriginFlag(t *testing.T) {
 	require.Equal(t, ExitFailure, code)
 	require.Contains(t, bad.String(), "http(s)://host[:port]")
 }
+
+// slowReader answers after a delay, as a person at a terminal does.
+type slowReader struct {
+	delay time.Duration
+	r     io.Reader
+}
+
+func (s *slowReader) Read(p []byte) (int, error) {
+	time.Sleep(s.delay)
+	s.delay = 0
+	return s.r.Read(p)
+}
+
+// lovia run asks once per call: an answer slower than --park-after parks
+// the run, and the resumed run's second approval_required is not asked
+// again — the stored decision applies.
+func TestRunAsksOnceAcrossAPark(t *testing.T) {
+	agents := t.TempDir() + "/agents.yaml"
+	require.NoError(t, os.WriteFile(agents, []byte(`
+agents:
+  - name: gated
+    model: scripted
+    tools: [echo]
+    approval: [echo]
+    script:
+      - call: {name: echo, args: {text: approved-output}, id: c1}
+      - text: finished
+`), 0o644))
+	url := startDev(t, "--agents", agents, "--park-after", "200ms")
+	env := getenv(map[string]string{"NATS_URL": url})
+	var out, errb bytes.Buffer
+	code := Main(context.Background(), []string{"run", "--agent", "gated", "go"},
+		&slowReader{delay: 1500 * time.Millisecond, r: strings.NewReader("y\n")}, &out, &errb, env)
+	require.Equal(t, ExitOK, code, errb.String())
+	require.Equal(t, 1, strings.Count(errb.String(), "? approve echo("), errb.String())
+	require.Contains(t, out.String(), "← echo: approved-output")
+	require.Contains(t, out.String(), "finished")
+}

@@ -23,6 +23,7 @@ func follow(ctx context.Context, env *Env, c *client.Client, runID string, asJSO
 	}
 	defer tail.Close(context.Background())
 	r := &renderer{w: env.Stdout, errw: env.Stderr}
+	decided := map[string]bool{}
 	for envl, err := range tail.All(ctx) {
 		if err != nil {
 			if ctx.Err() != nil {
@@ -46,7 +47,10 @@ func follow(ctx context.Context, env *Env, c *client.Client, runID string, asJSO
 		if !asJSON {
 			r.render(ev)
 		}
-		if ar, ok := ev.(*loop.ApprovalRequired); ok && ask && stdin != nil {
+		if ar, ok := ev.(*loop.ApprovalRequired); ok && ask && stdin != nil && !decided[ar.Call.ID] {
+			// A resumed run (after a park or a crash) asks again about a
+			// call already answered here; the stored decision applies.
+			decided[ar.Call.ID] = true
 			decide(ctx, env, c, runID, ar.Call, stdin)
 		}
 		switch e := ev.(type) {
