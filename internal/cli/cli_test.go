@@ -127,9 +127,9 @@ func TestRunFailureExitsOne(t *testing.T) {
 	require.Contains(t, errb.String(), "UnknownAgent")
 }
 
-// lovia run asks on the terminal for approvals: "y" approves, anything
-// else rejects.
-func TestRunAsksForApprovals(t *testing.T) {
+// writeGatedAgents writes an agents file with one agent, gated, whose echo
+// call needs an approval.
+func writeGatedAgents(t *testing.T) string {
 	agents := t.TempDir() + "/agents.yaml"
 	require.NoError(t, os.WriteFile(agents, []byte(`
 agents:
@@ -141,6 +141,13 @@ agents:
       - call: {name: echo, args: {text: approved-output}, id: c1}
       - text: finished
 `), 0o644))
+	return agents
+}
+
+// lovia run asks on the terminal for approvals: "y" approves, anything
+// else rejects.
+func TestRunAsksForApprovals(t *testing.T) {
+	agents := writeGatedAgents(t)
 	url := startDev(t, "--agents", agents)
 	env := getenv(map[string]string{"NATS_URL": url})
 	for answer, want := range map[string]string{"y\n": "← echo: approved-output", "n\n": "✗ echo: Tool echo was not approved."} {
@@ -209,17 +216,7 @@ func (s *slowReader) Read(p []byte) (int, error) {
 // the run, and the resumed run's second approval_required is not asked
 // again — the stored decision applies.
 func TestRunAsksOnceAcrossAPark(t *testing.T) {
-	agents := t.TempDir() + "/agents.yaml"
-	require.NoError(t, os.WriteFile(agents, []byte(`
-agents:
-  - name: gated
-    model: scripted
-    tools: [echo]
-    approval: [echo]
-    script:
-      - call: {name: echo, args: {text: approved-output}, id: c1}
-      - text: finished
-`), 0o644))
+	agents := writeGatedAgents(t)
 	url := startDev(t, "--agents", agents, "--park-after", "200ms")
 	env := getenv(map[string]string{"NATS_URL": url})
 	var out, errb bytes.Buffer

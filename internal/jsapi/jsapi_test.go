@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
@@ -11,13 +12,20 @@ import (
 	"github.com/lovia-fleet/lovia/pkg/bus"
 )
 
-func TestLeaderGet(t *testing.T) {
+// connect starts an in-process server and connects to it.
+func connect(t *testing.T) *nats.Conn {
+	t.Helper()
 	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
 	nc, err := srv.Connect()
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
+	return nc
+}
+
+func TestLeaderGet(t *testing.T) {
+	nc := connect(t)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -51,12 +59,7 @@ func TestLeaderGet(t *testing.T) {
 }
 
 func TestAPIPrefix(t *testing.T) {
-	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	nc, err := srv.Connect()
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
+	nc := connect(t)
 	for _, tc := range []struct {
 		name string
 		new  func() (jetstream.JetStream, error)

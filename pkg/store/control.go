@@ -203,11 +203,25 @@ func (c *Control) TakeOwnership(ctx context.Context, o Ownership) (bool, error) 
 // WatchOwners streams ownership changes, starting with the current
 // records, until ctx ends. It uses one watcher (one consumer).
 func (c *Control) WatchOwners(ctx context.Context) (<-chan Ownership, error) {
-	w, err := c.b.kv.Watch(ctx, "own.>")
+	return watchKeys(ctx, c.b, "own.>", "watch owners", func(e jetstream.KeyValueEntry) (Ownership, bool) {
+		parts := strings.SplitN(e.Key(), ".", 3)
+		if len(parts) != 3 {
+			return Ownership{}, false
+		}
+		return Ownership{Worker: parts[1], RunID: parts[2], Ack: string(e.Value()), Revision: e.Revision(),
+			Deleted: e.Operation() != jetstream.KeyValuePut}, true
+	})
+}
+
+// watchKeys streams the changes of the keys matching filter, starting
+// with their current values, until ctx ends, through one watcher (one
+// consumer): each entry as decode makes it, skipping those it refuses.
+func watchKeys[T any](ctx context.Context, b *bucket, filter, op string, decode func(jetstream.KeyValueEntry) (T, bool)) (<-chan T, error) {
+	w, err := b.kv.Watch(ctx, filter)
 	if err != nil {
-		return nil, wrapErr("watch owners", c.b.name, err)
+		return nil, wrapErr(op, b.name, err)
 	}
-	out := make(chan Ownership, 64)
+	out := make(chan T, 64)
 	go func() {
 		defer close(out)
 		defer stopWatch(w)
@@ -222,14 +236,12 @@ func (c *Control) WatchOwners(ctx context.Context) (<-chan Ownership, error) {
 				if e == nil {
 					continue
 				}
-				parts := strings.SplitN(e.Key(), ".", 3)
-				if len(parts) != 3 {
+				v, ok := decode(e)
+				if !ok {
 					continue
 				}
-				o := Ownership{Worker: parts[1], RunID: parts[2], Ack: string(e.Value()), Revision: e.Revision(),
-					Deleted: e.Operation() != jetstream.KeyValuePut}
 				select {
-				case out <- o:
+				case out <- v:
 				case <-ctx.Done():
 					return
 				}

@@ -95,38 +95,13 @@ type ParkTimer struct {
 // WatchParkTimers streams park timer changes, starting with the current
 // timers, until ctx ends.
 func (c *Control) WatchParkTimers(ctx context.Context) (<-chan ParkTimer, error) {
-	w, err := c.b.kv.Watch(ctx, parkPrefix+"*")
-	if err != nil {
-		return nil, wrapErr("watch park timers", c.b.name, err)
-	}
-	out := make(chan ParkTimer, 64)
-	go func() {
-		defer close(out)
-		defer stopWatch(w)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
-					return
-				}
-				if e == nil {
-					continue
-				}
-				t := ParkTimer{RunID: strings.TrimPrefix(e.Key(), parkPrefix), Revision: e.Revision(), Deleted: e.Operation() != jetstream.KeyValuePut}
-				if !t.Deleted && msgpack.Unmarshal(e.Value(), &t.Deadline) != nil {
-					continue
-				}
-				select {
-				case out <- t:
-				case <-ctx.Done():
-					return
-				}
-			}
+	return watchKeys(ctx, c.b, parkPrefix+"*", "watch park timers", func(e jetstream.KeyValueEntry) (ParkTimer, bool) {
+		t := ParkTimer{RunID: strings.TrimPrefix(e.Key(), parkPrefix), Revision: e.Revision(), Deleted: e.Operation() != jetstream.KeyValuePut}
+		if !t.Deleted && msgpack.Unmarshal(e.Value(), &t.Deadline) != nil {
+			return ParkTimer{}, false
 		}
-	}()
-	return out, nil
+		return t, true
+	})
 }
 
 // ApprovalDeadline returns when the approval wait of a gated call ends:

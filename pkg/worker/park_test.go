@@ -40,8 +40,20 @@ func parkedFleet(t *testing.T, workers int) *fleettest.Fleet {
 		Worker: func(c *worker.Config) { c.ParkAfter = 200 * time.Millisecond }})
 }
 
-// waitParked waits until the run is parked and its request has left the
-// runs stream: no worker slot and no claim hold it.
+// submitParked submits a run of agent and waits until it has asked for
+// an approval and parked: its request has left the runs stream, and no
+// worker slot or claim holds it.
+func submitParked(t *testing.T, f *fleettest.Fleet, agent string) string {
+	t.Helper()
+	rep, err := f.Client.Submit(context.Background(), &bus.RunRequest{Agent: agent, Input: bus.TextInput("deploy")})
+	require.NoError(t, err)
+	waitEvent(t, f, rep.RunID, loop.EventApprovalRequired, 10*time.Second)
+	waitParked(t, f, rep.RunID)
+	return rep.RunID
+}
+
+// waitParked waits until the run is parked and nothing is pending in the
+// runs stream.
 func waitParked(t *testing.T, f *fleettest.Fleet, runID string) {
 	t.Helper()
 	ok := waitFor(10*time.Second, func() bool {
@@ -61,19 +73,16 @@ func TestApprovalParksAndResumesOnDecision(t *testing.T) {
 	t.Parallel()
 	f := parkedFleet(t, 2)
 	ctx := context.Background()
-	rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "gated", Input: bus.TextInput("deploy")})
-	require.NoError(t, err)
-	waitEvent(t, f, rep.RunID, loop.EventApprovalRequired, 10*time.Second)
-	waitParked(t, f, rep.RunID)
-	st, err := f.Client.Status(ctx, rep.RunID)
+	runID := submitParked(t, f, "gated")
+	st, err := f.Client.Status(ctx, runID)
 	require.NoError(t, err)
 	require.Equal(t, bus.StateRunning, st.Status, "a parked run is running, as PROTOCOL.md names it")
 
-	ar, err := f.Client.Approve(ctx, rep.RunID, "c1", loop.Approve, "go")
+	ar, err := f.Client.Approve(ctx, runID, "c1", loop.Approve, "go")
 	require.NoError(t, err)
 	require.True(t, ar.Accepted)
-	envs := f.Events(rep.RunID, 15*time.Second)
-	checkOneSubmission(t, rep.RunID, envs)
+	envs := f.Events(runID, 15*time.Second)
+	checkOneSubmission(t, runID, envs)
 	t.Logf("events: %v", fleettest.Types(envs))
 	require.Len(t, ofType(envs, bus.EventRunResumed), 1, "%v", fleettest.Types(envs))
 	res := ofType(envs, loop.EventApprovalResolved)
@@ -84,7 +93,7 @@ func TestApprovalParksAndResumesOnDecision(t *testing.T) {
 	require.Len(t, ofType(envs, loop.EventRunStarted), 1)
 
 	waitIdle(t, f, 10*time.Second)
-	e, err := f.Store.Runs().Get(ctx, rep.RunID)
+	e, err := f.Store.Runs().Get(ctx, runID)
 	require.NoError(t, err)
 	require.Equal(t, store.RunCompleted, e.Record.Status)
 	require.Nil(t, e.Record.Parked)
@@ -97,14 +106,10 @@ func TestApprovalParksAndResumesOnDecision(t *testing.T) {
 func TestParkedApprovalTimesOut(t *testing.T) {
 	t.Parallel()
 	f := parkedFleet(t, 1)
-	ctx := context.Background()
-	rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "gated_short", Input: bus.TextInput("deploy")})
-	require.NoError(t, err)
-	waitEvent(t, f, rep.RunID, loop.EventApprovalRequired, 10*time.Second)
-	waitParked(t, f, rep.RunID)
+	runID := submitParked(t, f, "gated_short")
 
-	envs := f.Events(rep.RunID, 15*time.Second)
-	checkOneSubmission(t, rep.RunID, envs)
+	envs := f.Events(runID, 15*time.Second)
+	checkOneSubmission(t, runID, envs)
 	req := ofType(envs, loop.EventApprovalRequired)
 	res := ofType(envs, loop.EventApprovalResolved)
 	require.Len(t, res, 1, "%v", fleettest.Types(envs))
@@ -124,17 +129,14 @@ func TestCancelParkedRun(t *testing.T) {
 	t.Parallel()
 	f := parkedFleet(t, 1)
 	ctx := context.Background()
-	rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "gated", Input: bus.TextInput("deploy")})
-	require.NoError(t, err)
-	waitEvent(t, f, rep.RunID, loop.EventApprovalRequired, 10*time.Second)
-	waitParked(t, f, rep.RunID)
+	runID := submitParked(t, f, "gated")
 
-	cr, err := f.Client.Cancel(ctx, rep.RunID, "changed my mind")
+	cr, err := f.Client.Cancel(ctx, runID, "changed my mind")
 	require.NoError(t, err)
 	require.True(t, cr.Cancelled)
 	require.Equal(t, "running", cr.Status)
-	envs := f.Events(rep.RunID, 15*time.Second)
-	checkOneSubmission(t, rep.RunID, envs)
+	envs := f.Events(runID, 15*time.Second)
+	checkOneSubmission(t, runID, envs)
 	failed := event[*loop.RunFailed](t, envs[len(envs)-1])
 	require.Equal(t, "RunCancelled", failed.Error.Type)
 	require.Empty(t, ofType(envs, loop.EventToolCallStarted))
@@ -146,14 +148,12 @@ func TestParkedRunResubmittedIsInFlight(t *testing.T) {
 	t.Parallel()
 	f := parkedFleet(t, 1)
 	ctx := context.Background()
-	rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "gated", Input: bus.TextInput("deploy")})
-	require.NoError(t, err)
-	waitParked(t, f, rep.RunID)
-	again, err := f.Client.Submit(ctx, &bus.RunRequest{RunID: rep.RunID, Agent: "gated", Input: bus.TextInput("deploy")})
+	runID := submitParked(t, f, "gated")
+	again, err := f.Client.Submit(ctx, &bus.RunRequest{RunID: runID, Agent: "gated", Input: bus.TextInput("deploy")})
 	require.NoError(t, err)
 	require.Equal(t, bus.StateRunning, again.Status)
 	waitIdle(t, f, 5*time.Second)
-	e, err := f.Store.Runs().Get(ctx, rep.RunID)
+	e, err := f.Store.Runs().Get(ctx, runID)
 	require.NoError(t, err)
 	require.Equal(t, store.RunParked, e.Record.Status)
 }
