@@ -35,16 +35,19 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig)
 	p := &provisioner{js: js, cfg: cfg, report: &ProvisionReport{}}
 	streams := []jetstream.StreamConfig{runsStreamConfig(names, cfg), eventsStreamConfig(names, cfg), deadLetterStreamConfig(names, cfg)}
 	// Checkpoints and sessions are read by a resuming or starting run, which
-	// must see the latest head and every segment: their reads go to the
+	// must see the latest head and every segment, and the run index (with
+	// the approval decisions and park records) decides claims, parks and
+	// wakes, which must see each other's writes: their reads go to the
 	// stream leader. Direct gets, which any replica may answer (and a
-	// lagging one answers stale), serve the other buckets.
+	// lagging one answers stale), serve the mailbox, whose reads go
+	// through the leader anyway (listings) or are re-checked.
 	for _, b := range []struct {
 		name   string
 		cfg    BucketConfig
 		direct bool
 	}{
 		{names.SessionsBucket(), cfg.Sessions, false}, {names.CheckpointsBucket(), cfg.Checkpoints, false},
-		{names.MailboxBucket(), cfg.Mailbox, true}, {names.RunsBucket(), cfg.RunIndex, true},
+		{names.MailboxBucket(), cfg.Mailbox, true}, {names.RunsBucket(), cfg.RunIndex, false},
 	} {
 		sc := bucketStreamConfig(b.name, b.cfg, cfg)
 		sc.AllowDirect = b.direct

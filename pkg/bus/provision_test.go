@@ -68,9 +68,10 @@ func TestProvision(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, s.CachedInfo().Config.AllowAtomicPublish, "bucket %s allows atomic batches", name)
 			// A resuming run must read the latest checkpoint head and every
-			// session segment: those reads go to the leader, not to any
-			// replica by direct get.
-			leaderReads := name == b.names.CheckpointsBucket() || name == b.names.SessionsBucket()
+			// session segment, and claims, parks and wakes the latest run
+			// record and decisions: those reads go to the leader, not to
+			// any replica by direct get.
+			leaderReads := name != b.names.MailboxBucket()
 			require.Equal(t, !leaderReads, s.CachedInfo().Config.AllowDirect, "bucket %s direct gets", name)
 		}
 		cons, err := b.js.Consumer(ctx, "LOVIA_RUNS", "workers")

@@ -156,6 +156,7 @@ func (a *API) Submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 			return nil, invalid("agent", fmt.Sprintf("run %s belongs to agent %q, not %q", req.RunID, rec.Agent, req.Agent))
 		}
 		_ = a.cfg.Store.Control().ClearCancel(ctx, req.RunID)
+		_ = a.cfg.Store.Control().ClearDecisions(ctx, req.RunID)
 		e, err = runs.Modify(ctx, req.RunID, func(r *store.RunRecord) error {
 			if r.Status == store.RunQueued || r.Status == store.RunRunning || r.Status == store.RunParked {
 				return errAlreadyQueued
@@ -306,7 +307,10 @@ func (a *API) enqueue(ctx context.Context, req *bus.RunRequest, enc bus.Encoding
 func (a *API) requeue(ctx context.Context, e *store.RunEntry, req *bus.RunRequest, enc bus.Encoding) error {
 	rec := e.Record
 	if rec.RequestSeq == 0 {
-		if time.Since(rec.UpdatedAt) >= a.dedupWindow(ctx)/2 {
+		// Past half the dedup window (when it is known), a publish under
+		// the first message id could be stored twice or dropped; count a
+		// requeue and use a new id.
+		if d := a.dedupWindow(ctx); d > 0 && time.Since(rec.UpdatedAt) >= d/2 {
 			if !a.bumpRequeues(ctx, e) {
 				return nil
 			}
@@ -423,8 +427,7 @@ func (a *API) Approve(ctx context.Context, runID string, req *bus.ApproveRequest
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	rec, err := a.liveRun(ctx, runID, true)
-	if err != nil {
+	if _, err := a.liveRun(ctx, runID, true); err != nil {
 		return nil, err
 	}
 	d, created, err := a.cfg.Store.Control().Decide(ctx, runID, req.CallID, req.Decision, req.Reason)
@@ -432,7 +435,7 @@ func (a *API) Approve(ctx context.Context, runID string, req *bus.ApproveRequest
 		return nil, err
 	}
 	a.notify(runID)
-	a.wakeParked(ctx, rec)
+	a.wakeParked(ctx, runID)
 	return &ApproveReply{RunID: runID, CallID: req.CallID, Decision: d.Decision, Reason: d.Reason, Accepted: created}, nil
 }
 
@@ -461,19 +464,19 @@ func (a *API) Cancel(ctx context.Context, runID string, req *bus.CancelRequest) 
 		return nil, err
 	}
 	a.notify(runID)
-	a.wakeParked(ctx, rec)
+	a.wakeParked(ctx, runID)
 	return &CancelReply{RunID: runID, Cancelled: true, Status: string(wireState(rec.Status))}, nil
 }
 
-// wakeParked wakes a parked run so that a decision or cancel just stored
-// reaches it. A run parking at this moment (not parked yet when rec was
-// read) looks for decisions and cancels once parked and wakes itself.
-func (a *API) wakeParked(ctx context.Context, rec *store.RunRecord) {
-	if rec.Status != store.RunParked {
-		return
-	}
-	if _, err := Wake(ctx, a.js, a.names, a.cfg.Store, rec.RunID); err != nil {
-		a.log.Warn("waking a parked run failed; its approval deadline wakes it", "run_id", rec.RunID, "error", err)
+// wakeParked wakes the run if it is parked, so that a decision or cancel
+// just stored reaches it. It reads the record after the store: a run
+// parking at this moment either is parked by then (and woken here) or
+// looks for decisions and cancels once parked and wakes itself — each
+// side writes before it reads (from the stream leader), so one of them
+// sees the other.
+func (a *API) wakeParked(ctx context.Context, runID string) {
+	if _, err := Wake(ctx, a.js, a.names, a.cfg.Store, runID); err != nil {
+		a.log.Warn("waking a parked run failed; its approval deadline wakes it", "run_id", runID, "error", err)
 	}
 }
 

@@ -19,10 +19,12 @@ import (
 // The API wakes a run when a decision or a cancel for it is stored;
 // workers wake it at its approval deadline, and the parking worker itself
 // when a decision landed while it parked. Concurrent wakers publish under
-// the same message id ("<run>[.<submission>].wake<n>"), so the stream
+// the same message id ("<run>[.<submission>].wake<seq>", seq naming the
+// park), so the stream
 // keeps one request, and one compare-and-set on the run record wins. A
 // waker that dies between the publish and the record update leaves a
-// request that the next claim takes as usual.
+// request that the next claim takes as usual: a claim of a parked run is
+// refused to every request but this park's wake (HeaderContinues).
 func Wake(ctx context.Context, js jetstream.JetStream, names bus.Names, st *store.Store, runID string) (bool, error) {
 	e, err := st.Runs().Get(ctx, runID)
 	if err != nil {
@@ -34,9 +36,12 @@ func Wake(ctx context.Context, js jetstream.JetStream, names bus.Names, st *stor
 	}
 	p := rec.Parked
 	submission := max(rec.Submissions, 1)
-	msgID := fmt.Sprintf("%s.wake%d", runID, rec.Wakes+1)
+	// One message id per park (the parking request's sequence names it):
+	// concurrent wakers of this park publish one request, and a wake of a
+	// later park is never dropped as a repeat of an earlier one.
+	msgID := fmt.Sprintf("%s.wake%d", runID, p.Continues)
 	if submission > 1 {
-		msgID = fmt.Sprintf("%s.%d.wake%d", runID, submission, rec.Wakes+1)
+		msgID = fmt.Sprintf("%s.%d.wake%d", runID, submission, p.Continues)
 	}
 	seq, err := bus.PublishRequest(ctx, js, names, rec.Agent, p.Request,
 		bus.RequestMeta{MsgID: msgID, ContentType: p.ContentType, Submission: submission, Continues: p.Continues})
@@ -51,7 +56,7 @@ func Wake(ctx context.Context, js jetstream.JetStream, names bus.Names, st *stor
 		}
 		return false, fmt.Errorf("wake run %s: %w", runID, err)
 	}
-	if err := st.Control().ClearParkTimer(ctx, runID, 0); err != nil {
+	if err := st.Control().ClearParkTimer(ctx, runID, p.TimerRevision); err != nil {
 		return true, fmt.Errorf("wake run %s: the run is queued, but its park timer stays (harmless): %w", runID, err)
 	}
 	return true, nil

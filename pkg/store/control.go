@@ -171,10 +171,46 @@ func (c *Control) SetOwner(ctx context.Context, worker, runID, ack string) error
 
 // ClearOwner removes worker's ownership record of run.
 func (c *Control) ClearOwner(ctx context.Context, worker, runID string) error {
+	return c.ClearOwnerIf(ctx, worker, runID, "")
+}
+
+// ClearOwnerIf removes worker's ownership record of run if it still names
+// the delivery ack (any delivery when ack is ""): a later execution of the
+// same run on the same worker keeps its own record.
+func (c *Control) ClearOwnerIf(ctx context.Context, worker, runID, ack string) error {
 	ctx, cancel := c.b.callCtx(ctx)
 	defer cancel()
-	if err := c.b.kv.Purge(ctx, ownerKey(worker, runID)); err != nil && !isNotFound(err) {
+	var opts []jetstream.KVDeleteOpt
+	if ack != "" {
+		e, err := c.b.kv.Get(ctx, ownerKey(worker, runID))
+		if isNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return wrapErr("clear owner", runID, err)
+		}
+		if string(e.Value()) != ack {
+			return nil
+		}
+		opts = append(opts, jetstream.LastRevision(e.Revision()))
+	}
+	if err := c.b.kv.Purge(ctx, ownerKey(worker, runID), opts...); err != nil && !isNotFound(err) && !isCAS(err) {
 		return wrapErr("clear owner", runID, err)
+	}
+	return nil
+}
+
+// ClearDecisions removes a run's approval decisions and deadlines (a
+// resubmitted run asks afresh: a scripted or replayed call id must not
+// find the last submission's answer, or its expired deadline).
+func (c *Control) ClearDecisions(ctx context.Context, runID string) error {
+	if err := checkID("clear decisions", "run id", runID); err != nil {
+		return err
+	}
+	for _, f := range []string{runID + ".ap.>", runID + ".ask.>"} {
+		if err := c.b.purge(ctx, f); err != nil {
+			return wrapErr("clear decisions", runID, err)
+		}
 	}
 	return nil
 }

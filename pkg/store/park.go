@@ -20,8 +20,11 @@ type Parking struct {
 	Request     []byte    `json:"request" msgpack:"request"`
 	ContentType string    `json:"content_type" msgpack:"content_type"`
 	// Continues is the stream sequence of the request whose claim parked
-	// the run (the resume request continues its submission).
+	// the run (the resume request continues its submission). It names
+	// the park: the wake request's message id is made from it.
 	Continues uint64 `json:"continues" msgpack:"continues"`
+	// TimerRevision is the revision of the park timer set for this park.
+	TimerRevision uint64 `json:"timer_revision" msgpack:"timer_revision"`
 }
 
 var errNotParkable = errors.New("the run is not this claim's to park")
@@ -54,17 +57,18 @@ const parkPrefix = "=park."
 
 func parkKey(run string) string { return parkPrefix + run }
 
-// SetParkTimer records a parked run's deadline.
-func (c *Control) SetParkTimer(ctx context.Context, runID string, deadline time.Time) error {
+// SetParkTimer records a parked run's deadline and returns the timer's
+// revision.
+func (c *Control) SetParkTimer(ctx context.Context, runID string, deadline time.Time) (uint64, error) {
 	if err := checkID("park", "run id", runID); err != nil {
-		return err
+		return 0, err
 	}
 	val, err := msgpack.Marshal(deadline.UTC())
 	if err != nil {
-		return err
+		return 0, err
 	}
-	_, err = c.b.put(ctx, parkKey(runID), val)
-	return wrapErr("park", runID, err)
+	rev, err := c.b.put(ctx, parkKey(runID), val)
+	return rev, wrapErr("park", runID, err)
 }
 
 // ClearParkTimer removes a run's park timer: the one at revision rev, or

@@ -39,7 +39,8 @@ func (w *Worker) onControl(m *nats.Msg) {
 // approvalHandler waits for a decision stored by the API until the
 // approval deadline (the agent's approval timeout after the call was first
 // asked about, kept across parks and takeovers) and denies the call when
-// none comes. A wait longer than Config.ParkAfter parks the run.
+// none comes. A wait longer than Config.ParkAfter parks the run, unless
+// the deadline comes within a few seconds of the park.
 func (w *Worker) approvalHandler(runID string, ar *activeRun, timeout time.Duration) loop.ApprovalHandler {
 	return func(ctx context.Context, _ *loop.RunContext, call loop.ToolCall) (loop.ApprovalVerdict, string, error) {
 		now := w.cfg.Clock()
@@ -51,7 +52,11 @@ func (w *Worker) approvalHandler(runID string, ar *activeRun, timeout time.Durat
 		expired := time.NewTimer(deadline.Sub(now))
 		defer expired.Stop()
 		var parkC <-chan time.Time
-		if w.cfg.ParkAfter > 0 && deadline.Sub(now) > w.cfg.ParkAfter {
+		// Park only when the deadline is comfortably later than the park:
+		// a timer that came due while the run parks would find it not
+		// parked yet.
+		margin := w.cfg.TakeoverInterval + time.Second
+		if w.cfg.ParkAfter > 0 && deadline.Sub(now) > w.cfg.ParkAfter+margin {
 			park := time.NewTimer(w.cfg.ParkAfter)
 			defer park.Stop()
 			parkC = park.C

@@ -321,3 +321,37 @@ func TestCancelBeforeClaimAndDuringApproval(t *testing.T) {
 	require.Empty(t, ofType(envs, loop.EventToolCallStarted))
 	waitIdle(t, f, 10*time.Second)
 }
+
+// TestRestartAsksForApprovalAgain: a restarted run asks afresh about a
+// call id the last submission had a decision for (a scripted or replayed
+// call reuses its id): the old decision does not apply.
+func TestRestartAsksForApprovalAgain(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents})
+	ctx := context.Background()
+	rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "gated", Input: bus.TextInput("deploy")})
+	require.NoError(t, err)
+	waitEvent(t, f, rep.RunID, loop.EventApprovalRequired, 10*time.Second)
+	_, err = f.Client.Approve(ctx, rep.RunID, "c1", loop.Reject, "not today")
+	require.NoError(t, err)
+	first := f.Events(rep.RunID, 10*time.Second)
+	waitIdle(t, f, 10*time.Second)
+
+	_, err = f.Client.Submit(ctx, &bus.RunRequest{RunID: rep.RunID, Agent: "gated", Input: bus.TextInput("deploy"), IfRunExists: bus.IfExistsRestart})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return len(ofType(runEvents(t, f, rep.RunID), loop.EventApprovalRequired)) == 2
+	}, 10*time.Second, 20*time.Millisecond)
+	ar, err := f.Client.Approve(ctx, rep.RunID, "c1", loop.Approve, "now")
+	require.NoError(t, err)
+	require.True(t, ar.Accepted, "the restart cleared the old decision")
+	require.Eventually(t, func() bool {
+		envs := runEvents(t, f, rep.RunID)
+		return envs[len(envs)-1].IsTerminal() && len(envs) > len(first)
+	}, 10*time.Second, 20*time.Millisecond)
+	second := runEvents(t, f, rep.RunID)[len(first):]
+	checkOneSubmissionFrom(t, second)
+	res := ofType(second, loop.EventApprovalResolved)
+	require.Len(t, res, 1)
+	require.Equal(t, loop.Approve, event[*loop.ApprovalResolved](t, res[0]).Decision)
+}

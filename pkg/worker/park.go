@@ -23,10 +23,11 @@ type parking struct {
 // park ends the claim of a run that stopped to wait for an approval
 // decision off the worker: its events are flushed, its park timer and
 // record are written (the record holds the request that resumes it), and
-// the request is acknowledged. A decision or cancel stored meanwhile —
-// the API saw the run running, not parked, so it did not wake it — wakes
-// it at once.
-func (w *Worker) park(ctx context.Context, d *delivery, rp *bus.RunPublisher, req *bus.RunRequest, runID string, ag *catalog.Agent, enc bus.Encoding, attempt int, p *parking) {
+// the request is acknowledged. It reports whether the run must be woken
+// at once — a decision or cancel stored meanwhile, which the API may have
+// missed — which execute does last, once this execution has let go of the
+// run (so a wake claimed by this very worker finds it free).
+func (w *Worker) park(ctx context.Context, d *delivery, rp *bus.RunPublisher, req *bus.RunRequest, runID string, ag *catalog.Agent, enc bus.Encoding, attempt int, p *parking) (wake bool) {
 	log := d.log.With("call_id", p.callID)
 	release := func(msg string, err error) {
 		if !w.stillClaimed(ctx, runID, attempt) {
@@ -38,40 +39,48 @@ func (w *Worker) park(ctx context.Context, d *delivery, rp *bus.RunPublisher, re
 	}
 	if err := rp.Close(ctx); err != nil {
 		release("flushing the run's events before parking failed", err)
-		return
+		return false
 	}
 	resume := *req
 	resume.RunID, resume.Agent, resume.IfRunExists = runID, ag.Name, bus.IfExistsResumeOnly
 	body, err := bus.Marshal(enc, &resume)
 	if err != nil {
 		release("encoding the resume request failed", err)
-		return
+		return false
 	}
-	if err := w.st.Control().SetParkTimer(ctx, runID, p.deadline); err != nil {
+	timer, err := w.st.Control().SetParkTimer(ctx, runID, p.deadline)
+	if err != nil {
 		release("storing the park timer failed", err)
-		return
+		return false
 	}
 	parked, err := w.st.Runs().Park(ctx, runID, attempt, store.Parking{
 		CallID: p.callID, Deadline: p.deadline, Request: body, ContentType: enc.ContentType(),
-		Continues: d.meta.Sequence.Stream,
+		Continues: d.meta.Sequence.Stream, TimerRevision: timer,
 	})
 	if err != nil {
 		release("marking the run parked failed", err)
-		return
+		return false
 	}
 	if !parked {
 		log.Info("not parking: another worker has claimed the run since")
-		return
+		return false
 	}
 	w.m.parked.Inc()
 	log.Info("run parked until an approval decision, a cancel or its deadline", "deadline", p.deadline)
-	if w.decidedMeanwhile(ctx, runID, p.callID) {
-		if _, err := service.Wake(ctx, w.js, w.names, w.st, runID); err != nil {
-			log.Warn("waking the run for a decision stored while it parked failed; its deadline wakes it", "error", err)
-		}
-	}
+	// Acknowledge before any wake: a redelivery of this request after the
+	// wake's claim would be stale (it is refused, see staleRequest).
 	if err := d.msg.DoubleAck(context.WithoutCancel(ctx)); err != nil {
-		log.Warn("acknowledging the parked run's request failed; its redelivery resumes the run", "error", err)
+		log.Warn("acknowledging the parked run's request failed; a redelivery of it is refused as stale", "error", err)
+	}
+	return w.decidedMeanwhile(ctx, runID, p.callID)
+}
+
+// wakeNow wakes a run this worker has just parked.
+func (w *Worker) wakeNow(runID string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := service.Wake(ctx, w.js, w.names, w.st, runID); err != nil {
+		w.log.Warn("waking a run for a decision stored while it parked failed; its deadline wakes it", "run_id", runID, "error", err)
 	}
 }
 

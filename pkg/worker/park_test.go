@@ -2,9 +2,11 @@ package worker_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lovia-fleet/lovia/internal/fleettest"
@@ -28,7 +30,7 @@ agents:
     model: scripted
     tools: [echo]
     approval: [echo]
-    approval_timeout: 1500ms
+    approval_timeout: 3s
     script:
       - call: {name: echo, args: {text: "ship it"}, id: c1}
       - text: done
@@ -117,8 +119,8 @@ func TestParkedApprovalTimesOut(t *testing.T) {
 	require.Equal(t, loop.Reject, r.Decision)
 	require.Contains(t, r.Reason, "approval timeout")
 	wait := res[0].Time.Sub(req[0].Time)
-	require.GreaterOrEqual(t, wait, 1400*time.Millisecond, "denied before the deadline")
-	require.Less(t, wait, 5*time.Second, "the deadline restarted on resume")
+	require.GreaterOrEqual(t, wait, 2900*time.Millisecond, "denied before the deadline")
+	require.Less(t, wait, 6*time.Second, "the deadline restarted on resume")
 	require.Empty(t, ofType(envs, loop.EventToolCallStarted))
 	require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type)
 }
@@ -156,4 +158,64 @@ func TestParkedRunResubmittedIsInFlight(t *testing.T) {
 	e, err := f.Store.Runs().Get(ctx, runID)
 	require.NoError(t, err)
 	require.Equal(t, store.RunParked, e.Record.Status)
+}
+
+// TestWakeWhoseClaimBeatTheWaker: a waker published the wake request but
+// never recorded it (it died, or the claim changed the record first). The
+// claim of that request resumes the run, which parks again; the next wake
+// (the decision) must publish a request of its own — not one the stream
+// drops as a repeat of the first wake — and the run completes as one
+// submission.
+func TestWakeWhoseClaimBeatTheWaker(t *testing.T) {
+	t.Parallel()
+	f := parkedFleet(t, 1)
+	ctx := context.Background()
+	runID := submitParked(t, f, "gated")
+	e, err := f.Store.Runs().Get(ctx, runID)
+	require.NoError(t, err)
+	p := e.Record.Parked
+	require.NotNil(t, p)
+	publishRaw(t, f, "gated", p.Request, nats.Header{
+		bus.HeaderMsgID: []string{runID + ".wake" + strconv.FormatUint(p.Continues, 10)}, bus.HeaderContentType: []string{p.ContentType},
+		bus.HeaderSubmission: []string{"1"}, bus.HeaderContinues: []string{strconv.FormatUint(p.Continues, 10)}})
+	ok := waitFor(10*time.Second, func() bool {
+		e, err := f.Store.Runs().Get(ctx, runID)
+		return err == nil && e.Record.Status == store.RunParked && e.Record.Parked.Continues != p.Continues
+	})
+	require.True(t, ok, "the run did not park a second time")
+	waitIdle(t, f, 10*time.Second)
+
+	_, err = f.Client.Approve(ctx, runID, "c1", loop.Approve, "go")
+	require.NoError(t, err)
+	envs := f.Events(runID, 15*time.Second)
+	checkOneSubmission(t, runID, envs)
+	require.Len(t, ofType(envs, loop.EventRunStarted), 1, "%v", fleettest.Types(envs))
+	require.Len(t, ofType(envs, bus.EventRunResumed), 2, "%v", fleettest.Types(envs))
+	require.Len(t, ofType(envs, loop.EventToolCallStarted), 1)
+	require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type)
+}
+
+// TestDuplicateRequestOfParkedRunIsRefused: a first delivery of any
+// request but the park's wake finds a parked run in flight and is
+// terminated; the run stays parked, and its decision completes it as one
+// submission.
+func TestDuplicateRequestOfParkedRunIsRefused(t *testing.T) {
+	t.Parallel()
+	f := parkedFleet(t, 1)
+	ctx := context.Background()
+	runID := submitParked(t, f, "gated")
+	before := len(runEvents(t, f, runID))
+	publishRaw(t, f, "gated", []byte(`{"run_id":"`+runID+`","input":"deploy"}`), nil)
+	waitIdle(t, f, 10*time.Second)
+	require.Len(t, runEvents(t, f, runID), before, "the duplicate published events")
+	e, err := f.Store.Runs().Get(ctx, runID)
+	require.NoError(t, err)
+	require.Equal(t, store.RunParked, e.Record.Status)
+
+	_, err = f.Client.Approve(ctx, runID, "c1", loop.Approve, "go")
+	require.NoError(t, err)
+	envs := f.Events(runID, 15*time.Second)
+	checkOneSubmission(t, runID, envs)
+	require.Len(t, ofType(envs, loop.EventRunStarted), 1, "%v", fleettest.Types(envs))
+	require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type)
 }

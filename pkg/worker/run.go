@@ -213,12 +213,21 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 	// second execution. The one in progress keeps the request alive with
 	// its heartbeats and acks it. Registering before the claim also tells
 	// this worker's takeover reaper that the run is owned here.
+	var wakeAfter bool // set by a park that must wake the run: done last
+	defer func() {
+		if wakeAfter {
+			w.wakeNow(runID)
+		}
+	}()
 	runCtx, stopRun := context.WithCancelCause(ctx)
 	defer stopRun(nil)
 	ar := &activeRun{id: runID, seq: d.meta.Sequence.Stream, cancel: loop.NewCancelToken(), notify: make(chan struct{}, 1), stop: stopRun}
 	w.mu.Lock()
 	cur := w.active[runID]
-	if cur == nil {
+	// An execution that is parking lets go of the run: the wake's claim
+	// (here, on the same worker) takes its place.
+	register := cur == nil || (cur.seq != ar.seq && cur.parking.Load() != nil)
+	if register {
 		w.active[runID] = ar
 	}
 	w.mu.Unlock()
@@ -226,7 +235,7 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 		log.Warn("request redelivered while this worker executes it; the execution in progress keeps it")
 		return
 	}
-	if cur == nil {
+	if register {
 		defer func() {
 			w.mu.Lock()
 			if w.active[runID] == ar {
@@ -292,11 +301,12 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 	var attempt int
 	seq := d.meta.Sequence.Stream
 	submission := int(bus.HeaderUint(d.msg.Headers(), bus.HeaderSubmission))
+	continues := bus.HeaderUint(d.msg.Headers(), bus.HeaderContinues)
 	rec, err := w.st.Runs().Modify(ctx, runID, func(r *store.RunRecord) error {
 		if staleRequest(r, submission, seq) {
 			return errStale
 		}
-		if d.firstClaim && r.Status == store.RunRunning {
+		if d.firstClaim && inFlight(r, continues) {
 			return errInFlight
 		}
 		r.Attempt++
@@ -319,7 +329,7 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 				if staleRequest(r, submission, seq) {
 					return errStale
 				}
-				if d.firstClaim && r.Status == store.RunRunning {
+				if d.firstClaim && inFlight(r, continues) {
 					return errInFlight
 				}
 				r.Attempt++
@@ -364,7 +374,7 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 		defer func() {
 			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			_ = w.st.Control().ClearOwner(cctx, w.cfg.ID, runID)
+			_ = w.st.Control().ClearOwnerIf(cctx, w.cfg.ID, runID, ack)
 		}()
 	}
 	// The last event was just read from the stream leader: the publisher
@@ -404,7 +414,7 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 	res, runErr := h.Result()
 	if p := ar.parking.Load(); p != nil && !sink.terminal && !sink.fenced && sink.err == nil &&
 		!errors.Is(runErr, loop.ErrFenced) && w.runCtx.Err() == nil {
-		w.park(ctx, d, rp, req, runID, ag, enc, sink.attempt, p)
+		wakeAfter = w.park(ctx, d, rp, req, runID, ag, enc, sink.attempt, p)
 		return
 	}
 	w.settle(ctx, d, sink, rp, runID, ag, res, runErr)
@@ -412,6 +422,20 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 
 // errInFlight stops the claim of a duplicate request.
 var errInFlight = errors.New("the run is in flight under another request")
+
+// inFlight reports whether run r is being executed, or waits parked for a
+// decision, under another request than a first delivery stating it
+// continues the request stored at continues (HeaderContinues): only the
+// wake of the park in place may claim a parked run.
+func inFlight(r *store.RunRecord, continues uint64) bool {
+	switch r.Status {
+	case store.RunRunning:
+		return true
+	case store.RunParked:
+		return r.Parked == nil || continues != r.Parked.Continues
+	}
+	return false
+}
 
 // errStale stops the claim of a request whose submission is not the run's
 // current one.
@@ -423,8 +447,15 @@ var errStale = errors.New("the request's submission has ended or been superseded
 // second request of the current submission, which has ended under another
 // (the API published it again after deciding it was lost, and it was not).
 // Raw publishes state no submission and are never stale.
+//
+// Whatever the request says, one stored before the request the run index
+// last recorded (r.RequestSeq: the API's latest publish, or the latest
+// claim) has been superseded: a parked run's parking request redelivered
+// after the wake's claim, a request the API judged lost and replaced.
 func staleRequest(r *store.RunRecord, submission int, seq uint64) bool {
 	switch {
+	case r.RequestSeq != 0 && seq < r.RequestSeq:
+		return true
 	case submission == 0:
 		return false
 	case submission < r.Submissions:
