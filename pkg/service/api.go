@@ -155,8 +155,6 @@ func (a *API) Submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 		if rec.Agent != "" && req.Agent != rec.Agent {
 			return nil, invalid("agent", fmt.Sprintf("run %s belongs to agent %q, not %q", req.RunID, rec.Agent, req.Agent))
 		}
-		_ = a.cfg.Store.Control().ClearCancel(ctx, req.RunID)
-		_ = a.cfg.Store.Control().ClearDecisions(ctx, req.RunID)
 		e, err = runs.Modify(ctx, req.RunID, func(r *store.RunRecord) error {
 			if r.Status == store.RunQueued || r.Status == store.RunRunning || r.Status == store.RunParked {
 				return errAlreadyQueued
@@ -173,6 +171,12 @@ func (a *API) Submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 		if err != nil {
 			return nil, err
 		}
+		// The new submission starts without the last one's cancel and
+		// decisions. Cleared only by the submit that queued it (a late
+		// duplicate must not wipe the new submission's), before its
+		// request exists.
+		_ = a.cfg.Store.Control().ClearCancel(ctx, req.RunID)
+		_ = a.cfg.Store.Control().ClearDecisions(ctx, req.RunID)
 	case err != nil:
 		return nil, err
 	}

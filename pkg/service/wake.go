@@ -19,8 +19,8 @@ import (
 // The API wakes a run when a decision or a cancel for it is stored;
 // workers wake it at its approval deadline, and the parking worker itself
 // when a decision landed while it parked. Concurrent wakers publish under
-// the same message id ("<run>[.<submission>].wake<seq>", seq naming the
-// park), so the stream
+// the same message id ("<run>[.<submission>].wake<seq>.<rev>", naming
+// the park), so the stream
 // keeps one request, and one compare-and-set on the run record wins. A
 // waker that dies between the publish and the record update leaves a
 // request that the next claim takes as usual: a claim of a parked run is
@@ -36,12 +36,13 @@ func Wake(ctx context.Context, js jetstream.JetStream, names bus.Names, st *stor
 	}
 	p := rec.Parked
 	submission := max(rec.Submissions, 1)
-	// One message id per park (the parking request's sequence names it):
-	// concurrent wakers of this park publish one request, and a wake of a
-	// later park is never dropped as a repeat of an earlier one.
-	msgID := fmt.Sprintf("%s.wake%d", runID, p.Continues)
+	// One message id per park (the parking request's sequence and the
+	// park timer's revision name it): concurrent wakers of this park
+	// publish one request, and a wake of a later park — even one parked by
+	// the same request, redelivered — is never dropped as a repeat.
+	msgID := fmt.Sprintf("%s.wake%d.%d", runID, p.Continues, p.TimerRevision)
 	if submission > 1 {
-		msgID = fmt.Sprintf("%s.%d.wake%d", runID, submission, p.Continues)
+		msgID = fmt.Sprintf("%s.%d.wake%d.%d", runID, submission, p.Continues, p.TimerRevision)
 	}
 	seq, err := bus.PublishRequest(ctx, js, names, rec.Agent, p.Request,
 		bus.RequestMeta{MsgID: msgID, ContentType: p.ContentType, Submission: submission, Continues: p.Continues})

@@ -71,6 +71,19 @@ func (c *Control) SetParkTimer(ctx context.Context, runID string, deadline time.
 	return rev, wrapErr("park", runID, err)
 }
 
+// ParkTimerRevision returns the revision of a run's park timer, 0 when it
+// has none.
+func (c *Control) ParkTimerRevision(ctx context.Context, runID string) (uint64, error) {
+	e, err := c.b.get(ctx, parkKey(runID))
+	if isNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, wrapErr("park timer", runID, err)
+	}
+	return e.Revision(), nil
+}
+
 // ClearParkTimer removes a run's park timer: the one at revision rev, or
 // whichever is there when rev is 0. A timer set again since rev stays.
 func (c *Control) ClearParkTimer(ctx context.Context, runID string, rev uint64) error {

@@ -37,16 +37,19 @@ func TestStaleRequest(t *testing.T) {
 	}
 }
 
-// TestInFlight: a first delivery finds a run in flight while another
-// request executes it, or while it is parked — except the wake of the park
-// in place.
+// TestInFlight: a delivery finds a run in flight while another request
+// executes it, or while it is parked — except a redelivery of the run's
+// own request, and the wake of the park in place.
 func TestInFlight(t *testing.T) {
 	t.Parallel()
-	parked := &store.RunRecord{Status: store.RunParked, Parked: &store.Parking{Continues: 7}}
-	require.True(t, inFlight(&store.RunRecord{Status: store.RunRunning}, 0))
-	require.True(t, inFlight(parked, 0), "a duplicate of a parked run")
-	require.True(t, inFlight(parked, 5), "the wake of an earlier park")
-	require.False(t, inFlight(parked, 7), "the wake of this park")
-	require.False(t, inFlight(&store.RunRecord{Status: store.RunQueued}, 0))
-	require.False(t, inFlight(&store.RunRecord{Status: store.RunFailed}, 0))
+	running := &store.RunRecord{Status: store.RunRunning, RequestSeq: 10}
+	require.False(t, inFlight(running, 10, 0), "its own request, redelivered (a takeover)")
+	require.True(t, inFlight(running, 12, 0), "another request of the run")
+	parked := &store.RunRecord{Status: store.RunParked, RequestSeq: 7, Parked: &store.Parking{Continues: 7}}
+	require.True(t, inFlight(parked, 12, 0), "a duplicate of a parked run")
+	require.True(t, inFlight(parked, 12, 5), "the wake of an earlier park")
+	require.False(t, inFlight(parked, 12, 7), "the wake of this park")
+	require.False(t, inFlight(parked, 7, 0), "the parking request, redelivered")
+	require.False(t, inFlight(&store.RunRecord{Status: store.RunQueued}, 12, 0))
+	require.False(t, inFlight(&store.RunRecord{Status: store.RunFailed}, 12, 0))
 }

@@ -72,6 +72,11 @@ func (w *Worker) park(ctx context.Context, d *delivery, rp *bus.RunPublisher, re
 	if err := d.msg.DoubleAck(context.WithoutCancel(ctx)); err != nil {
 		log.Warn("acknowledging the parked run's request failed; a redelivery of it is refused as stale", "error", err)
 	}
+	if rev, err := w.st.Control().ParkTimerRevision(ctx, runID); err != nil || rev != timer {
+		// A worker whose clock says the deadline has come found the run
+		// not parked yet and cleared its timer: wake it now.
+		return true
+	}
 	return w.decidedMeanwhile(ctx, runID, p.callID)
 }
 

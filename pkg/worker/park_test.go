@@ -176,8 +176,9 @@ func TestWakeWhoseClaimBeatTheWaker(t *testing.T) {
 	p := e.Record.Parked
 	require.NotNil(t, p)
 	publishRaw(t, f, "gated", p.Request, nats.Header{
-		bus.HeaderMsgID: []string{runID + ".wake" + strconv.FormatUint(p.Continues, 10)}, bus.HeaderContentType: []string{p.ContentType},
-		bus.HeaderSubmission: []string{"1"}, bus.HeaderContinues: []string{strconv.FormatUint(p.Continues, 10)}})
+		bus.HeaderMsgID:       []string{runID + ".wake" + strconv.FormatUint(p.Continues, 10) + "." + strconv.FormatUint(p.TimerRevision, 10)},
+		bus.HeaderContentType: []string{p.ContentType},
+		bus.HeaderSubmission:  []string{"1"}, bus.HeaderContinues: []string{strconv.FormatUint(p.Continues, 10)}})
 	ok := waitFor(10*time.Second, func() bool {
 		e, err := f.Store.Runs().Get(ctx, runID)
 		return err == nil && e.Record.Status == store.RunParked && e.Record.Parked.Continues != p.Continues

@@ -306,7 +306,7 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 		if staleRequest(r, submission, seq) {
 			return errStale
 		}
-		if d.firstClaim && inFlight(r, continues) {
+		if inFlight(r, seq, continues) {
 			return errInFlight
 		}
 		r.Attempt++
@@ -329,7 +329,7 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 				if staleRequest(r, submission, seq) {
 					return errStale
 				}
-				if d.firstClaim && inFlight(r, continues) {
+				if inFlight(r, seq, continues) {
 					return errInFlight
 				}
 				r.Attempt++
@@ -424,15 +424,17 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 var errInFlight = errors.New("the run is in flight under another request")
 
 // inFlight reports whether run r is being executed, or waits parked for a
-// decision, under another request than a first delivery stating it
-// continues the request stored at continues (HeaderContinues): only the
-// wake of the park in place may claim a parked run.
-func inFlight(r *store.RunRecord, continues uint64) bool {
+// decision, under another request than the one stored at seq (stating it
+// continues the request stored at continues: HeaderContinues). A running
+// run is claimed again only by a redelivery of its own request (a
+// takeover); a parked run only by the wake of the park in place, or by a
+// redelivery of the request that parked it.
+func inFlight(r *store.RunRecord, seq, continues uint64) bool {
 	switch r.Status {
 	case store.RunRunning:
-		return true
+		return seq != r.RequestSeq
 	case store.RunParked:
-		return r.Parked == nil || continues != r.Parked.Continues
+		return r.Parked == nil || (continues != r.Parked.Continues && seq != r.Parked.Continues)
 	}
 	return false
 }
