@@ -233,6 +233,11 @@ func runDev(ctx context.Context, env *Env, args []string) int {
 	if *workers < 1 {
 		return usageErr(env, fs, "--workers must be at least 1")
 	}
+	if wf.maxPending == 0 {
+		// dev owns its embedded server: size the fleet-wide claim limit for
+		// its workers, whatever an older store directory recorded.
+		wf.maxPending = max(bus.DefaultWorkersAckPending, *workers*wf.concurrency)
+	}
 	log, err := logger(env, wf.logLevel)
 	if err != nil {
 		return usageErr(env, fs, err.Error())
