@@ -3,6 +3,7 @@ package bus
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -71,6 +72,18 @@ type StatusReply struct {
 	Result    *StoredResult   `json:"result,omitempty" msgpack:"result,omitempty"`
 	Error     *loop.ErrorInfo `json:"error,omitempty" msgpack:"error,omitempty"`
 	Replayed  bool            `json:"replayed,omitempty" msgpack:"replayed,omitempty"`
+	// Awaiting is set while the run waits, parked on no worker, for an
+	// approval decision. (An addition to PROTOCOL.md's status reply.)
+	Awaiting *Awaiting `json:"awaiting,omitempty" msgpack:"awaiting,omitempty"`
+}
+
+// Awaiting names what a parked run waits for.
+type Awaiting struct {
+	// CallID is the gated call waiting for a decision
+	// (<p>.api.run.<id>.approve).
+	CallID string `json:"call_id" msgpack:"call_id"`
+	// Deadline is when no decision becomes a denial.
+	Deadline time.Time `json:"deadline" msgpack:"deadline"`
 }
 
 // Validate checks identifiers and the status.

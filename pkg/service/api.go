@@ -382,6 +382,9 @@ func (a *API) Status(ctx context.Context, runID string) (*bus.StatusReply, error
 	if r.Status == store.RunCompleted {
 		rep.Result = storedResult(&r)
 	}
+	if r.Status == store.RunParked && r.Parked != nil {
+		rep.Awaiting = &bus.Awaiting{CallID: r.Parked.CallID, Deadline: r.Parked.Deadline}
+	}
 	return rep, nil
 }
 
