@@ -171,12 +171,8 @@ func (a *API) Submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 		if err != nil {
 			return nil, err
 		}
-		// The new submission starts without the last one's cancel and
-		// decisions. Cleared only by the submit that queued it (a late
-		// duplicate must not wipe the new submission's), before its
-		// request exists.
-		_ = a.cfg.Store.Control().ClearCancel(ctx, req.RunID)
-		_ = a.cfg.Store.Control().ClearDecisions(ctx, req.RunID)
+		// The new submission ignores the last one's cancel, decisions and
+		// approval deadlines: they are stamped with their submission.
 	case err != nil:
 		return nil, err
 	}
@@ -434,10 +430,11 @@ func (a *API) Approve(ctx context.Context, runID string, req *bus.ApproveRequest
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	if _, err := a.liveRun(ctx, runID, true); err != nil {
+	rec, err := a.liveRun(ctx, runID, true)
+	if err != nil {
 		return nil, err
 	}
-	d, created, err := a.cfg.Store.Control().Decide(ctx, runID, req.CallID, req.Decision, req.Reason)
+	d, created, err := a.cfg.Store.Control().Decide(ctx, runID, rec.Submissions, req.CallID, req.Decision, req.Reason)
 	if err != nil {
 		return nil, err
 	}
@@ -467,7 +464,7 @@ func (a *API) Cancel(ctx context.Context, runID string, req *bus.CancelRequest) 
 	if rec.Status == store.RunCompleted || rec.Status == store.RunFailed {
 		return &CancelReply{RunID: runID, Cancelled: false, Status: string(rec.Status)}, nil
 	}
-	if _, err := a.cfg.Store.Control().RequestCancel(ctx, runID, req.Reason); err != nil {
+	if _, err := a.cfg.Store.Control().RequestCancel(ctx, runID, rec.Submissions, req.Reason); err != nil {
 		return nil, err
 	}
 	a.notify(runID)

@@ -16,12 +16,16 @@ import (
 
 // Control holds the durable control decisions of runs on the run index
 // bucket: approval decisions per call and cancel requests. Each is written
-// once with kv.Create (the first decision wins), so a decision made while
-// no worker owns the run waits for whichever worker claims it next.
+// once per submission (the first decision wins; see createOnce), so a
+// decision made while no worker owns the run waits for whichever worker
+// claims it next.
 //
 //	runs  <run>.ap.<call>   an approval decision (call ids outside
 //	                        [A-Za-z0-9_-] are hex-encoded with an "h" prefix)
+//	      <run>.ask.<call>  when the call's approval wait ends (park.go)
 //	      <run>.cancel      a cancel request
+//
+// Each is stamped with the run's submission it belongs to.
 //
 // It is safe for concurrent use.
 type Control struct {
@@ -37,13 +41,23 @@ type ApprovalDecision struct {
 	Decision loop.Decision `json:"decision" msgpack:"decision"`
 	Reason   string        `json:"reason,omitempty" msgpack:"reason,omitempty"`
 	At       time.Time     `json:"at" msgpack:"at"`
+	// Submission is the run's submission the decision was made for.
+	Submission int `json:"submission,omitempty" msgpack:"submission,omitempty"`
 }
 
 // CancelRequest is a stored cancel request.
 type CancelRequest struct {
 	Reason string    `json:"reason,omitempty" msgpack:"reason,omitempty"`
 	At     time.Time `json:"at" msgpack:"at"`
+	// Submission is the run's submission the cancel was requested for.
+	Submission int `json:"submission,omitempty" msgpack:"submission,omitempty"`
 }
+
+// Control records are stamped with the run's submission (the run record's
+// Submissions, 1 for the first): a record of an earlier submission is
+// ignored by readers of a later one and replaced by its writers, so a
+// resubmitted run never inherits the last submission's cancel, decisions
+// or approval deadlines.
 
 func callKey(run, call string) string {
 	if !validID(call) || len(call) > 100 {
@@ -52,10 +66,84 @@ func callKey(run, call string) string {
 	return run + ".ap." + call
 }
 
-// Decide stores a decision for a call unless one exists. It returns the
-// decision in force (the stored one when another came first) and whether
-// this call stored it.
-func (c *Control) Decide(ctx context.Context, runID, callID string, d loop.Decision, reason string) (ApprovalDecision, bool, error) {
+// stamped is a control record stamped with its submission.
+type stamped interface {
+	submission() int
+}
+
+func (d *ApprovalDecision) submission() int { return d.Submission }
+func (c *CancelRequest) submission() int    { return c.Submission }
+func (a *askRecord) submission() int        { return a.Submission }
+
+// createOnce stores rec (of submission) at key unless a record of the same
+// or a later submission is there; one of an earlier submission is replaced.
+// It returns the record in force and whether this call stored it.
+func createOnce[T any, P interface {
+	*T
+	stamped
+}](ctx context.Context, b *bucket, op, runID, key string, rec P, submission int) (P, bool, error) {
+	val, err := msgpack.Marshal(rec)
+	if err != nil {
+		return nil, false, err
+	}
+	for range 5 {
+		_, err := b.create(ctx, key, val)
+		if err == nil {
+			return rec, true, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, false, wrapErr(op, runID, err)
+		}
+		e, err := b.get(ctx, key)
+		if isNotFound(err) {
+			continue // withdrawn meanwhile: create again
+		}
+		if err != nil {
+			return nil, false, wrapErr(op, runID, err)
+		}
+		got := P(new(T))
+		if err := msgpack.Unmarshal(e.Value(), got); err != nil {
+			return nil, false, fmt.Errorf("store: %s %s: %w: %w", op, runID, ErrCorrupt, err)
+		}
+		if got.submission() >= submission {
+			return got, false, nil
+		}
+		if _, err := b.update(ctx, key, val, e.Revision()); err == nil {
+			return rec, true, nil
+		} else if !isCAS(err) {
+			return nil, false, wrapErr(op, runID, err)
+		}
+	}
+	return nil, false, fmt.Errorf("store: %s %s: %w: the record keeps changing", op, runID, ErrConflict)
+}
+
+// readCurrent reads the record at key, nil when there is none or it
+// belongs to an earlier submission than submission.
+func readCurrent[T any, P interface {
+	*T
+	stamped
+}](ctx context.Context, b *bucket, op, runID, key string, submission int) (P, error) {
+	e, err := b.get(ctx, key)
+	if err != nil {
+		if isNotFound(err) {
+			return nil, nil
+		}
+		return nil, wrapErr(op, runID, err)
+	}
+	rec := P(new(T))
+	if err := msgpack.Unmarshal(e.Value(), rec); err != nil {
+		return nil, fmt.Errorf("store: %s %s: %w: %w", op, runID, ErrCorrupt, err)
+	}
+	if rec.submission() < submission {
+		return nil, nil
+	}
+	return rec, nil
+}
+
+// Decide stores a decision for a call of the run's given submission unless
+// one exists. It returns the decision in force (the stored one when
+// another came first) and whether this call stored it.
+func (c *Control) Decide(ctx context.Context, runID string, submission int, callID string, d loop.Decision, reason string) (ApprovalDecision, bool, error) {
 	if err := checkID("approve", "run id", runID); err != nil {
 		return ApprovalDecision{}, false, err
 	}
@@ -65,80 +153,41 @@ func (c *Control) Decide(ctx context.Context, runID, callID string, d loop.Decis
 	if d != loop.Approve && d != loop.Reject {
 		return ApprovalDecision{}, false, fmt.Errorf("store: approve %s: %w: decision %q is not approve or reject", runID, ErrInvalidArgument, d)
 	}
-	rec := ApprovalDecision{Decision: d, Reason: reason, At: c.now().UTC()}
-	val, err := msgpack.Marshal(&rec)
+	submission = max(submission, 1)
+	rec := &ApprovalDecision{Decision: d, Reason: reason, At: c.now().UTC(), Submission: submission}
+	got, created, err := createOnce(ctx, c.b, "approve", runID, callKey(runID, callID), rec, submission)
 	if err != nil {
 		return ApprovalDecision{}, false, err
 	}
-	key := callKey(runID, callID)
-	if _, err := c.b.create(ctx, key, val); err != nil {
-		if errors.Is(err, jetstream.ErrKeyExists) {
-			got, gerr := c.Decision(ctx, runID, callID)
-			if gerr != nil {
-				return ApprovalDecision{}, false, gerr
-			}
-			if got != nil {
-				return *got, false, nil
-			}
-		}
-		return ApprovalDecision{}, false, wrapErr("approve", runID, err)
-	}
-	return rec, true, nil
+	return *got, created, nil
 }
 
-// Decision returns the stored decision for a call, or nil when none exists.
-func (c *Control) Decision(ctx context.Context, runID, callID string) (*ApprovalDecision, error) {
-	e, err := c.b.get(ctx, callKey(runID, callID))
-	if err != nil {
-		if isNotFound(err) {
-			return nil, nil
-		}
-		return nil, wrapErr("approval get", runID, err)
-	}
-	var rec ApprovalDecision
-	if err := msgpack.Unmarshal(e.Value(), &rec); err != nil {
-		return nil, fmt.Errorf("store: approval get %s: %w: %w", runID, ErrCorrupt, err)
-	}
-	return &rec, nil
+// Decision returns the stored decision for a call of the run's given
+// submission, or nil when none exists.
+func (c *Control) Decision(ctx context.Context, runID string, submission int, callID string) (*ApprovalDecision, error) {
+	return readCurrent[ApprovalDecision](ctx, c.b, "approval get", runID, callKey(runID, callID), max(submission, 1))
 }
 
-// RequestCancel stores a cancel request unless one exists; it reports
-// whether this call stored it.
-func (c *Control) RequestCancel(ctx context.Context, runID, reason string) (bool, error) {
+// RequestCancel stores a cancel request for the run's given submission
+// unless one exists; it reports whether this call stored it.
+func (c *Control) RequestCancel(ctx context.Context, runID string, submission int, reason string) (bool, error) {
 	if err := checkID("cancel", "run id", runID); err != nil {
 		return false, err
 	}
-	val, err := msgpack.Marshal(&CancelRequest{Reason: reason, At: c.now().UTC()})
-	if err != nil {
-		return false, err
-	}
-	if _, err := c.b.create(ctx, runID+".cancel", val); err != nil {
-		if errors.Is(err, jetstream.ErrKeyExists) {
-			return false, nil
-		}
-		return false, wrapErr("cancel", runID, err)
-	}
-	return true, nil
+	submission = max(submission, 1)
+	rec := &CancelRequest{Reason: reason, At: c.now().UTC(), Submission: submission}
+	_, created, err := createOnce(ctx, c.b, "cancel", runID, runID+".cancel", rec, submission)
+	return created, err
 }
 
-// CancelRequested returns the stored cancel request, or nil.
-func (c *Control) CancelRequested(ctx context.Context, runID string) (*CancelRequest, error) {
-	e, err := c.b.get(ctx, runID+".cancel")
-	if err != nil {
-		if isNotFound(err) {
-			return nil, nil
-		}
-		return nil, wrapErr("cancel get", runID, err)
-	}
-	var rec CancelRequest
-	if err := msgpack.Unmarshal(e.Value(), &rec); err != nil {
-		return nil, fmt.Errorf("store: cancel get %s: %w: %w", runID, ErrCorrupt, err)
-	}
-	return &rec, nil
+// CancelRequested returns the stored cancel request of the run's given
+// submission, or nil.
+func (c *Control) CancelRequested(ctx context.Context, runID string, submission int) (*CancelRequest, error) {
+	return readCurrent[CancelRequest](ctx, c.b, "cancel get", runID, runID+".cancel", max(submission, 1))
 }
 
-// ClearCancel removes a run's cancel request (a resubmitted run starts
-// without it).
+// ClearCancel removes a run's cancel request (housekeeping: a later
+// submission ignores an earlier one's cancel anyway).
 func (c *Control) ClearCancel(ctx context.Context, runID string) error {
 	ctx, cancel := c.b.callCtx(ctx)
 	defer cancel()
@@ -196,21 +245,6 @@ func (c *Control) ClearOwnerIf(ctx context.Context, worker, runID, ack string) e
 	}
 	if err := c.b.kv.Purge(ctx, ownerKey(worker, runID), opts...); err != nil && !isNotFound(err) && !isCAS(err) {
 		return wrapErr("clear owner", runID, err)
-	}
-	return nil
-}
-
-// ClearDecisions removes a run's approval decisions and deadlines (a
-// resubmitted run asks afresh: a scripted or replayed call id must not
-// find the last submission's answer, or its expired deadline).
-func (c *Control) ClearDecisions(ctx context.Context, runID string) error {
-	if err := checkID("clear decisions", "run id", runID); err != nil {
-		return err
-	}
-	for _, f := range []string{runID + ".ap.>", runID + ".ask.>"} {
-		if err := c.b.purge(ctx, f); err != nil {
-			return wrapErr("clear decisions", runID, err)
-		}
 	}
 	return nil
 }

@@ -16,51 +16,102 @@ func TestControlDecisionsAndCancel(t *testing.T) {
 	ctx := context.Background()
 	c := st.Control()
 
-	got, err := c.Decision(ctx, "r1", "call_1")
+	got, err := c.Decision(ctx, "r1", 1, "call_1")
 	require.NoError(t, err)
 	require.Nil(t, got)
 
-	d, created, err := c.Decide(ctx, "r1", "call_1", loop.Approve, "ok")
+	d, created, err := c.Decide(ctx, "r1", 1, "call_1", loop.Approve, "ok")
 	require.NoError(t, err)
 	require.True(t, created)
 	require.Equal(t, loop.Approve, d.Decision)
 
 	// The first decision wins, also across processes.
 	other := srv.open(t).Control()
-	d, created, err = other.Decide(ctx, "r1", "call_1", loop.Reject, "no")
+	d, created, err = other.Decide(ctx, "r1", 1, "call_1", loop.Reject, "no")
 	require.NoError(t, err)
 	require.False(t, created)
 	require.Equal(t, loop.Approve, d.Decision)
 	require.Equal(t, "ok", d.Reason)
 
 	// Call ids outside the key alphabet still work.
-	_, _, err = c.Decide(ctx, "r1", "toolu.01/x y", loop.Reject, "")
+	_, _, err = c.Decide(ctx, "r1", 1, "toolu.01/x y", loop.Reject, "")
 	require.NoError(t, err)
-	got, err = other.Decision(ctx, "r1", "toolu.01/x y")
+	got, err = other.Decision(ctx, "r1", 1, "toolu.01/x y")
 	require.NoError(t, err)
 	require.Equal(t, loop.Reject, got.Decision)
 
-	_, _, err = c.Decide(ctx, "r1", "c2", "maybe", "")
+	_, _, err = c.Decide(ctx, "r1", 1, "c2", "maybe", "")
 	require.ErrorIs(t, err, ErrInvalidArgument)
-	_, _, err = c.Decide(ctx, "bad id", "c2", loop.Approve, "")
+	_, _, err = c.Decide(ctx, "bad id", 1, "c2", loop.Approve, "")
 	require.ErrorIs(t, err, ErrInvalidID)
 
-	cr, err := c.CancelRequested(ctx, "r1")
+	cr, err := c.CancelRequested(ctx, "r1", 1)
 	require.NoError(t, err)
 	require.Nil(t, cr)
-	created, err = c.RequestCancel(ctx, "r1", "user stop")
+	created, err = c.RequestCancel(ctx, "r1", 1, "user stop")
 	require.NoError(t, err)
 	require.True(t, created)
-	created, err = other.RequestCancel(ctx, "r1", "again")
+	created, err = other.RequestCancel(ctx, "r1", 1, "again")
 	require.NoError(t, err)
 	require.False(t, created)
-	cr, err = other.CancelRequested(ctx, "r1")
+	cr, err = other.CancelRequested(ctx, "r1", 1)
 	require.NoError(t, err)
 	require.Equal(t, "user stop", cr.Reason)
 	require.NoError(t, c.ClearCancel(ctx, "r1"))
-	cr, err = c.CancelRequested(ctx, "r1")
+	cr, err = c.CancelRequested(ctx, "r1", 1)
 	require.NoError(t, err)
 	require.Nil(t, cr)
+}
+
+// TestControlRecordsPerSubmission: a cancel, a decision and an approval
+// deadline of an earlier submission are invisible to a later one, and
+// replaced by its first write; a later submission's record is not
+// replaced by an earlier one's writer.
+func TestControlRecordsPerSubmission(t *testing.T) {
+	t.Parallel()
+	_, st := newStore(t, Config{})
+	ctx := context.Background()
+	c := st.Control()
+
+	_, err := c.RequestCancel(ctx, "r1", 1, "stop the first")
+	require.NoError(t, err)
+	_, _, err = c.Decide(ctx, "r1", 1, "c1", loop.Reject, "no")
+	require.NoError(t, err)
+	first := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	got, err := c.ApprovalDeadline(ctx, "r1", 1, "c1", first)
+	require.NoError(t, err)
+	require.Equal(t, first, got)
+
+	cr, err := c.CancelRequested(ctx, "r1", 2)
+	require.NoError(t, err)
+	require.Nil(t, cr, "the first submission's cancel")
+	d, err := c.Decision(ctx, "r1", 2, "c1")
+	require.NoError(t, err)
+	require.Nil(t, d, "the first submission's decision")
+
+	created, err := c.RequestCancel(ctx, "r1", 2, "stop the second")
+	require.NoError(t, err)
+	require.True(t, created)
+	cr, err = c.CancelRequested(ctx, "r1", 2)
+	require.NoError(t, err)
+	require.Equal(t, "stop the second", cr.Reason)
+	dd, created, err := c.Decide(ctx, "r1", 2, "c1", loop.Approve, "yes")
+	require.NoError(t, err)
+	require.True(t, created)
+	require.Equal(t, loop.Approve, dd.Decision)
+	second := first.Add(time.Hour)
+	got, err = c.ApprovalDeadline(ctx, "r1", 2, "c1", second)
+	require.NoError(t, err)
+	require.Equal(t, second, got, "a new deadline for the new submission")
+
+	// A late writer of the first submission changes nothing.
+	created, err = c.RequestCancel(ctx, "r1", 1, "late")
+	require.NoError(t, err)
+	require.False(t, created)
+	dd, created, err = c.Decide(ctx, "r1", 1, "c1", loop.Reject, "late")
+	require.NoError(t, err)
+	require.False(t, created)
+	require.Equal(t, loop.Approve, dd.Decision)
 }
 
 func TestClearOtherOwners(t *testing.T) {

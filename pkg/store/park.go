@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -121,28 +120,23 @@ func (c *Control) WatchParkTimers(ctx context.Context) (<-chan ParkTimer, error)
 	})
 }
 
-// ApprovalDeadline returns when the approval wait of a gated call ends:
-// the deadline stored when the call was first asked about, or, for the
-// first ask, deadline (stored now). A wait resumed on another worker — after
-// a park or a crash — keeps the first deadline instead of starting over.
-func (c *Control) ApprovalDeadline(ctx context.Context, runID, callID string, deadline time.Time) (time.Time, error) {
+// askRecord is a gated call's approval deadline.
+type askRecord struct {
+	Deadline   time.Time `msgpack:"deadline"`
+	Submission int       `msgpack:"submission"`
+}
+
+// ApprovalDeadline returns when the approval wait of a gated call of the
+// run's given submission ends: the deadline stored when the call was first
+// asked about, or, for the first ask, deadline (stored now). A wait resumed
+// on another worker — after a park or a crash — keeps the first deadline
+// instead of starting over.
+func (c *Control) ApprovalDeadline(ctx context.Context, runID string, submission int, callID string, deadline time.Time) (time.Time, error) {
 	key := strings.Replace(callKey(runID, callID), ".ap.", ".ask.", 1)
-	val, err := msgpack.Marshal(deadline.UTC())
+	submission = max(submission, 1)
+	got, _, err := createOnce(ctx, c.b, "approval deadline", runID, key, &askRecord{Deadline: deadline.UTC(), Submission: submission}, submission)
 	if err != nil {
 		return deadline, err
 	}
-	if _, err := c.b.create(ctx, key, val); err == nil {
-		return deadline, nil
-	} else if !errors.Is(err, jetstream.ErrKeyExists) {
-		return deadline, wrapErr("approval deadline", runID, err)
-	}
-	e, err := c.b.get(ctx, key)
-	if err != nil {
-		return deadline, wrapErr("approval deadline", runID, err)
-	}
-	var stored time.Time
-	if err := msgpack.Unmarshal(e.Value(), &stored); err != nil {
-		return deadline, fmt.Errorf("store: approval deadline %s: %w: %w", runID, ErrCorrupt, err)
-	}
-	return stored, nil
+	return got.Deadline, nil
 }

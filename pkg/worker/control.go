@@ -44,7 +44,7 @@ func (w *Worker) onControl(m *nats.Msg) {
 func (w *Worker) approvalHandler(runID string, ar *activeRun, timeout time.Duration) loop.ApprovalHandler {
 	return func(ctx context.Context, _ *loop.RunContext, call loop.ToolCall) (loop.ApprovalVerdict, string, error) {
 		now := w.cfg.Clock()
-		deadline, err := w.st.Control().ApprovalDeadline(ctx, runID, call.ID, now.Add(timeout))
+		deadline, err := w.st.Control().ApprovalDeadline(ctx, runID, int(ar.submission.Load()), call.ID, now.Add(timeout))
 		if err != nil {
 			w.log.Warn("approval: reading the call's deadline failed; waiting the whole approval timeout", "run_id", runID, "call_id", call.ID, "error", err)
 		}
@@ -64,7 +64,7 @@ func (w *Worker) approvalHandler(runID string, ar *activeRun, timeout time.Durat
 		poll := time.NewTicker(500 * time.Millisecond)
 		defer poll.Stop()
 		for {
-			d, err := w.st.Control().Decision(ctx, runID, call.ID)
+			d, err := w.st.Control().Decision(ctx, runID, int(ar.submission.Load()), call.ID)
 			if err != nil && ctx.Err() == nil {
 				w.log.Warn("approval: reading the decision failed; will retry", "run_id", runID, "call_id", call.ID, "error", err)
 			}
@@ -81,7 +81,7 @@ func (w *Worker) approvalHandler(runID string, ar *activeRun, timeout time.Durat
 				return loop.Deny, denial, nil
 			case <-parkC:
 				// Stop the run at its checkpoint; execute parks it.
-				ar.parking.Store(&parking{callID: call.ID, deadline: deadline})
+				ar.parking.Store(&parking{callID: call.ID, deadline: deadline, submission: int(ar.submission.Load())})
 				ar.stop(errParked)
 				return "", "", errParked
 			case <-ar.notify:

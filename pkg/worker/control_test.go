@@ -145,7 +145,7 @@ func TestCancelWithLostNotification(t *testing.T) {
 	rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "sleeper", Input: bus.TextInput("nap")})
 	require.NoError(t, err)
 	waitEvent(t, f, rep.RunID, loop.EventToolCallStarted, 10*time.Second)
-	ok, err := f.Store.Control().RequestCancel(ctx, rep.RunID, "stored, never announced")
+	ok, err := f.Store.Control().RequestCancel(ctx, rep.RunID, 1, "stored, never announced")
 	require.NoError(t, err)
 	require.True(t, ok)
 	envs := f.Events(rep.RunID, 10*time.Second)

@@ -16,8 +16,9 @@ var errParked = errors.New("parked: waiting for an approval decision off the wor
 
 // parking is what an approval wait that parks its run hands to execute.
 type parking struct {
-	callID   string
-	deadline time.Time
+	callID     string
+	deadline   time.Time
+	submission int
 }
 
 // park ends the claim of a run that stopped to wait for an approval
@@ -77,7 +78,7 @@ func (w *Worker) park(ctx context.Context, d *delivery, rp *bus.RunPublisher, re
 		// not parked yet and cleared its timer: wake it now.
 		return true
 	}
-	return w.decidedMeanwhile(ctx, runID, p.callID)
+	return w.decidedMeanwhile(ctx, runID, p.submission, p.callID)
 }
 
 // wakeNow wakes a run this worker has just parked.
@@ -91,12 +92,12 @@ func (w *Worker) wakeNow(runID string) {
 
 // decidedMeanwhile reports whether a decision for the call or a cancel of
 // the run is stored (or cannot be ruled out).
-func (w *Worker) decidedMeanwhile(ctx context.Context, runID, callID string) bool {
-	d, err := w.st.Control().Decision(ctx, runID, callID)
+func (w *Worker) decidedMeanwhile(ctx context.Context, runID string, submission int, callID string) bool {
+	d, err := w.st.Control().Decision(ctx, runID, submission, callID)
 	if err != nil || d != nil {
 		return true
 	}
-	c, err := w.st.Control().CancelRequested(ctx, runID)
+	c, err := w.st.Control().CancelRequested(ctx, runID, submission)
 	return err != nil || c != nil
 }
 

@@ -32,6 +32,9 @@ type activeRun struct {
 	// with errParked) when the run parks on an approval.
 	stop    context.CancelCauseFunc
 	parking atomic.Pointer[parking]
+	// submission is the run's submission this execution belongs to (its
+	// control records are stamped with it); 0 until the claim sets it.
+	submission atomic.Int64
 }
 
 func (ar *activeRun) loadMailbox() *runMailbox { return ar.mailbox.Load() }
@@ -356,7 +359,7 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 		_ = d.msg.NakWithDelay(time.Second)
 		return
 	}
-	_ = rec
+	ar.submission.Store(int64(max(rec.Record.Submissions, 1)))
 
 	if !d.firstClaim {
 		// Retire the records of the workers that held this run before, so
@@ -469,9 +472,13 @@ func staleRequest(r *store.RunRecord, submission int, seq uint64) bool {
 
 // applyCancel cancels the run when its cancel record is stored.
 func (w *Worker) applyCancel(ctx context.Context, runID string, ar *activeRun) {
+	sub := int(ar.submission.Load())
+	if sub == 0 {
+		return // not claimed yet: the claim looks
+	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if cr, err := w.st.Control().CancelRequested(cctx, runID); err == nil && cr != nil {
+	if cr, err := w.st.Control().CancelRequested(cctx, runID, sub); err == nil && cr != nil {
 		ar.cancel.Cancel(cancelReason(cr.Reason))
 	}
 }
