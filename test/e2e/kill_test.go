@@ -42,11 +42,12 @@ func (p *proc) output() string {
 	return p.out.String()
 }
 
-func startWorker(t *testing.T, url, agents, workspace, id string) *proc {
+func startWorker(t *testing.T, url, agents, workspace, id string, extra ...string) *proc {
 	t.Helper()
 	p := &proc{}
-	p.cmd = exec.Command(loviaBin, "worker", "--nats", url, "--agents", agents, "--workspace", workspace,
-		"--id", id, "--ack-wait", "30s", "--log-level", "debug")
+	args := append([]string{"worker", "--nats", url, "--agents", agents, "--workspace", workspace,
+		"--id", id, "--ack-wait", "30s", "--log-level", "debug"}, extra...)
+	p.cmd = exec.Command(loviaBin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p, p
 	require.NoError(t, p.cmd.Start())
 	t.Cleanup(func() {
