@@ -204,44 +204,36 @@ func (c *Control) ClearCancel(ctx context.Context, runID string) error {
 //	runs  own.<worker>.<run>   the ack subject of the worker's delivery
 func ownerKey(worker, run string) string { return "own." + worker + "." + run }
 
-// SetOwner records that worker holds run's delivery with ack subject ack.
-func (c *Control) SetOwner(ctx context.Context, worker, runID, ack string) error {
+// SetOwner records that worker holds run's delivery with ack subject ack,
+// and returns the record's revision (for ClearOwnerAt).
+func (c *Control) SetOwner(ctx context.Context, worker, runID, ack string) (uint64, error) {
 	if err := checkID("set owner", "worker id", worker); err != nil {
-		return err
+		return 0, err
 	}
 	if err := checkID("set owner", "run id", runID); err != nil {
-		return err
+		return 0, err
 	}
-	if _, err := c.b.put(ctx, ownerKey(worker, runID), []byte(ack)); err != nil {
-		return wrapErr("set owner", runID, err)
+	rev, err := c.b.put(ctx, ownerKey(worker, runID), []byte(ack))
+	if err != nil {
+		return 0, wrapErr("set owner", runID, err)
 	}
-	return nil
+	return rev, nil
 }
 
 // ClearOwner removes worker's ownership record of run.
 func (c *Control) ClearOwner(ctx context.Context, worker, runID string) error {
-	return c.ClearOwnerIf(ctx, worker, runID, "")
+	return c.ClearOwnerAt(ctx, worker, runID, 0)
 }
 
-// ClearOwnerIf removes worker's ownership record of run if it still names
-// the delivery ack (any delivery when ack is ""): a later execution of the
-// same run on the same worker keeps its own record.
-func (c *Control) ClearOwnerIf(ctx context.Context, worker, runID, ack string) error {
+// ClearOwnerAt removes worker's ownership record of run if it is still at
+// revision rev (whatever its revision when rev is 0): a later execution of
+// the same run on the same worker keeps its own record.
+func (c *Control) ClearOwnerAt(ctx context.Context, worker, runID string, rev uint64) error {
 	ctx, cancel := c.b.callCtx(ctx)
 	defer cancel()
 	var opts []jetstream.KVDeleteOpt
-	if ack != "" {
-		e, err := c.b.kv.Get(ctx, ownerKey(worker, runID))
-		if isNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return wrapErr("clear owner", runID, err)
-		}
-		if string(e.Value()) != ack {
-			return nil
-		}
-		opts = append(opts, jetstream.LastRevision(e.Revision()))
+	if rev > 0 {
+		opts = append(opts, jetstream.LastRevision(rev))
 	}
 	if err := c.b.kv.Purge(ctx, ownerKey(worker, runID), opts...); err != nil && !isNotFound(err) && !isCAS(err) {
 		return wrapErr("clear owner", runID, err)

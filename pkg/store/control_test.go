@@ -119,10 +119,10 @@ func TestClearOtherOwners(t *testing.T) {
 	_, st := newStore(t, Config{})
 	ctx := context.Background()
 	c := st.Control()
-	require.NoError(t, c.SetOwner(ctx, "dead", "r1", "$JS.ACK.a"))
-	require.NoError(t, c.SetOwner(ctx, "older", "r1", "$JS.ACK.b"))
-	require.NoError(t, c.SetOwner(ctx, "me", "r1", "$JS.ACK.c"))
-	require.NoError(t, c.SetOwner(ctx, "dead", "r2", "$JS.ACK.d"))
+	setOwner(t, c, ctx, "dead", "r1", "$JS.ACK.a")
+	setOwner(t, c, ctx, "older", "r1", "$JS.ACK.b")
+	setOwner(t, c, ctx, "me", "r1", "$JS.ACK.c")
+	setOwner(t, c, ctx, "dead", "r2", "$JS.ACK.d")
 	n, err := c.ClearOtherOwners(ctx, "me", "r1")
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
@@ -147,4 +147,30 @@ func TestClearOtherOwners(t *testing.T) {
 		}
 	}
 	require.Equal(t, map[string]bool{"me/r1": true, "dead/r2": true}, seen)
+}
+
+func setOwner(t *testing.T, c *Control, ctx context.Context, worker, run, ack string) uint64 {
+	t.Helper()
+	rev, err := c.SetOwner(ctx, worker, run, ack)
+	require.NoError(t, err)
+	return rev
+}
+
+// TestClearOwnerAt: an execution clears its own ownership record only; a
+// later execution of the run on the same worker keeps the one it set.
+func TestClearOwnerAt(t *testing.T) {
+	t.Parallel()
+	_, st := newStore(t, Config{})
+	ctx := context.Background()
+	c := st.Control()
+	old := setOwner(t, c, ctx, "w1", "r1", "$JS.ACK.old")
+	setOwner(t, c, ctx, "w1", "r1", "$JS.ACK.new")
+	require.NoError(t, c.ClearOwnerAt(ctx, "w1", "r1", old))
+	owned, err := c.Owned(ctx, "r1")
+	require.NoError(t, err)
+	require.True(t, owned, "the later execution's record stays")
+	require.NoError(t, c.ClearOwner(ctx, "w1", "r1"))
+	owned, err = c.Owned(ctx, "r1")
+	require.NoError(t, err)
+	require.False(t, owned)
 }

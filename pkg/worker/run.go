@@ -371,14 +371,16 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 		}
 	}
 	if ack := d.msg.Reply(); ack != "" {
-		if err := w.st.Control().SetOwner(ctx, w.cfg.ID, runID, ack); err != nil {
+		rev, err := w.st.Control().SetOwner(ctx, w.cfg.ID, runID, ack)
+		if err != nil {
 			log.Warn("recording run ownership failed; a crash of this worker will be noticed after the ack wait only", "error", err)
+		} else {
+			defer func() {
+				cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = w.st.Control().ClearOwnerAt(cctx, w.cfg.ID, runID, rev)
+			}()
 		}
-		defer func() {
-			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = w.st.Control().ClearOwnerIf(cctx, w.cfg.ID, runID, ack)
-		}()
 	}
 	// The last event was just read from the stream leader: the publisher
 	// continues after it without asking again.

@@ -266,7 +266,8 @@ func TestIndexStuckRunningIsRepaired(t *testing.T) {
 	require.NoError(t, err)
 
 	// While a worker holds the run, the record stands.
-	require.NoError(t, f.Store.Control().SetOwner(ctx, "w9", rep.RunID, "$JS.ACK.fake"))
+	_, err = f.Store.Control().SetOwner(ctx, "w9", rep.RunID, "$JS.ACK.fake")
+	require.NoError(t, err)
 	st, err := f.Client.Status(ctx, rep.RunID)
 	require.NoError(t, err)
 	require.Equal(t, bus.StateRunning, st.Status)
