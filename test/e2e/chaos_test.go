@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
@@ -29,17 +28,8 @@ import (
 // its stored transcript holds each tool result once, and no tool call ran
 // more often than the kills could explain.
 func TestChaosRepeatedKills(t *testing.T) {
-	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	nc, err := nats.Connect(srv.ClientURL())
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	srv, nc, js := startNATS(t)
 	ctx := context.Background()
-	_, err = bus.Provision(ctx, js, bus.ProvisionConfig{Workers: bus.WorkersConsumerConfig{AckWait: 30 * time.Second}})
-	require.NoError(t, err)
 
 	const runs, kills = 24, 5
 	agents := slowAgents(t, runs, 600, 600)

@@ -69,6 +69,23 @@ func startWorker(t *testing.T, url, agents, workspace, id string, extra ...strin
 	return p
 }
 
+// startNATS starts a NATS server (JetStream on, temp store, a free port)
+// with the fleet's streams provisioned (ack wait 30s), and connects to it.
+func startNATS(t *testing.T) (*bus.Embedded, *nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	nc, err := nats.Connect(srv.ClientURL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	_, err = bus.Provision(context.Background(), js, bus.ProvisionConfig{Workers: bus.WorkersConsumerConfig{AckWait: 30 * time.Second}})
+	require.NoError(t, err)
+	return srv, nc, js
+}
+
 // slowAgents writes an agents file with one agent per run, each appending
 // three lines (its own) to log.txt around sleeps of sleep1 and sleep2 ms.
 func slowAgents(t *testing.T, n, sleep1, sleep2 int) string {
@@ -97,17 +114,8 @@ func slowAgents(t *testing.T, n, sleep1, sleep2 int) string {
 // result was checkpointed appears twice in the file; every run has exactly
 // one terminal event and contiguous seqs.
 func TestKill9(t *testing.T) {
-	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	nc, err := nats.Connect(srv.ClientURL())
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	srv, nc, js := startNATS(t)
 	ctx := context.Background()
-	_, err = bus.Provision(ctx, js, bus.ProvisionConfig{Workers: bus.WorkersConsumerConfig{AckWait: 30 * time.Second}})
-	require.NoError(t, err)
 
 	const runs = 6
 	agents := slowAgents(t, runs, 2500, 300)

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
@@ -25,17 +23,8 @@ import (
 // worker started afterwards: the approved tool runs once and the run
 // completes as one gapless submission.
 func TestParkedRunOutlivesItsWorker(t *testing.T) {
-	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	nc, err := nats.Connect(srv.ClientURL())
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	srv, nc, js := startNATS(t)
 	ctx := context.Background()
-	_, err = bus.Provision(ctx, js, bus.ProvisionConfig{})
-	require.NoError(t, err)
 
 	agents := filepath.Join(t.TempDir(), "agents.yaml")
 	require.NoError(t, os.WriteFile(agents, []byte(`
