@@ -224,6 +224,7 @@ func TestRunAsksOnceAcrossAPark(t *testing.T) {
 		&slowReader{delay: 1500 * time.Millisecond, r: strings.NewReader("y\n")}, &out, &errb, env)
 	require.Equal(t, ExitOK, code, errb.String())
 	require.Equal(t, 1, strings.Count(errb.String(), "? approve echo("), errb.String())
+	require.Equal(t, 1, strings.Count(out.String(), "needs approval"), out.String())
 	require.Contains(t, out.String(), "← echo: approved-output")
 	require.Contains(t, out.String(), "finished")
 }

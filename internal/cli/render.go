@@ -44,12 +44,14 @@ func follow(ctx context.Context, env *Env, c *client.Client, runID string, asJSO
 			fmt.Fprintf(env.Stderr, "lovia: event %d (%s) could not be decoded: %v\n", envl.Seq, envl.Type, err)
 			continue
 		}
-		if !asJSON {
+		// A resumed run (after a park or a crash) asks again about a call
+		// already shown and answered here; the stored decision applies.
+		ar, gated := ev.(*loop.ApprovalRequired)
+		again := gated && decided[ar.Call.ID]
+		if !asJSON && !again {
 			r.render(ev)
 		}
-		if ar, ok := ev.(*loop.ApprovalRequired); ok && ask && stdin != nil && !decided[ar.Call.ID] {
-			// A resumed run (after a park or a crash) asks again about a
-			// call already answered here; the stored decision applies.
+		if gated && !again && ask && stdin != nil {
 			decided[ar.Call.ID] = true
 			decide(ctx, env, c, runID, ar.Call, stdin)
 		}
