@@ -159,7 +159,8 @@ func (a *API) Submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 			if r.Status == store.RunQueued || r.Status == store.RunRunning || r.Status == store.RunParked {
 				return errAlreadyQueued
 			}
-			r.Submissions++
+			// A run a raw publish created counts as submission 1.
+			r.Submissions = max(r.Submissions, 1) + 1
 			r.Status, r.Error, r.Result, r.Usage = store.RunQueued, nil, nil, nil
 			r.RequestSeq, r.Requeues = 0, 0
 			return nil

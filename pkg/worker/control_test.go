@@ -355,3 +355,38 @@ func TestRestartAsksForApprovalAgain(t *testing.T) {
 	require.Len(t, res, 1)
 	require.Equal(t, loop.Approve, event[*loop.ApprovalResolved](t, res[0]).Decision)
 }
+
+// TestResubmissionAfterCancelRuns: a run cancelled through the API — one
+// a raw publish started, whose record counts no submission — runs to its
+// end when submitted again, through the API or by another raw publish:
+// the cancel belonged to the submission it ended.
+func TestResubmissionAfterCancelRuns(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents})
+	ctx := context.Background()
+	for _, via := range []string{"api", "raw"} {
+		runID := "cancelled-then-" + via
+		publishRaw(t, f, "napper", []byte(`{"run_id":"`+runID+`","input":"x"}`), nil)
+		waitEvent(t, f, runID, loop.EventToolCallStarted, 10*time.Second)
+		_, err := f.Client.Cancel(ctx, runID, "stop the first")
+		require.NoError(t, err)
+		first := f.Events(runID, 10*time.Second)
+		require.Equal(t, "RunCancelled", event[*loop.RunFailed](t, first[len(first)-1]).Error.Type)
+		waitIdle(t, f, 10*time.Second)
+
+		if via == "api" {
+			_, err = f.Client.Submit(ctx, &bus.RunRequest{RunID: runID, Agent: "napper", Input: bus.TextInput("x")})
+			require.NoError(t, err)
+		} else {
+			publishRaw(t, f, "napper", []byte(`{"run_id":"`+runID+`","input":"x"}`), nil)
+		}
+		var envs []*bus.Envelope
+		require.Eventually(t, func() bool {
+			envs = runEvents(t, f, runID)
+			return len(envs) > len(first) && envs[len(envs)-1].IsTerminal()
+		}, 15*time.Second, 20*time.Millisecond)
+		second := envs[len(first):]
+		checkOneSubmissionFrom(t, second)
+		require.Equal(t, loop.EventRunCompleted, second[len(second)-1].Type, "%s: %v", via, fleettest.Types(second))
+	}
+}

@@ -312,6 +312,11 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 		if inFlight(r, seq, continues) {
 			return errInFlight
 		}
+		if submission == 0 && (r.Status == store.RunCompleted || r.Status == store.RunFailed) {
+			// A raw publish of an ended run is a new submission of it: it
+			// starts without the last one's cancel and decisions.
+			r.Submissions = max(r.Submissions, 1) + 1
+		}
 		r.Attempt++
 		attempt = r.Attempt
 		r.Status, r.Worker, r.Error, r.RequestSeq, r.Parked = store.RunRunning, w.cfg.ID, nil, seq, nil
@@ -371,16 +376,18 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 		}
 	}
 	if ack := d.msg.Reply(); ack != "" {
+		// The record is cleared by the revision this execution set; when
+		// that is unknown (the put's reply was lost: it may have landed),
+		// by whatever revision is there.
 		rev, err := w.st.Control().SetOwner(ctx, w.cfg.ID, runID, ack)
 		if err != nil {
 			log.Warn("recording run ownership failed; a crash of this worker will be noticed after the ack wait only", "error", err)
-		} else {
-			defer func() {
-				cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				_ = w.st.Control().ClearOwnerAt(cctx, w.cfg.ID, runID, rev)
-			}()
 		}
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = w.st.Control().ClearOwnerAt(cctx, w.cfg.ID, runID, rev)
+		}()
 	}
 	// The last event was just read from the stream leader: the publisher
 	// continues after it without asking again.
