@@ -439,8 +439,11 @@ func (a *API) Approve(ctx context.Context, runID string, req *bus.ApproveRequest
 	if err != nil {
 		return nil, err
 	}
-	a.notify(runID)
-	a.wakeParked(ctx, runID)
+	if !a.delivered(ctx, runID, rec.Submissions) {
+		// The run ended and was submitted again meanwhile: the decision
+		// belongs to the submission that ended.
+		created = false
+	}
 	return &ApproveReply{RunID: runID, CallID: req.CallID, Decision: d.Decision, Reason: d.Reason, Accepted: created}, nil
 }
 
@@ -468,21 +471,36 @@ func (a *API) Cancel(ctx context.Context, runID string, req *bus.CancelRequest) 
 	if _, err := a.cfg.Store.Control().RequestCancel(ctx, runID, rec.Submissions, req.Reason); err != nil {
 		return nil, err
 	}
-	a.notify(runID)
-	a.wakeParked(ctx, runID)
+	if !a.delivered(ctx, runID, rec.Submissions) {
+		// The run ended and was submitted again meanwhile: the cancel
+		// belongs to the submission that ended.
+		return &CancelReply{RunID: runID, Cancelled: false, Status: string(store.RunFailed)}, nil
+	}
 	return &CancelReply{RunID: runID, Cancelled: true, Status: string(wireState(rec.Status))}, nil
 }
 
-// wakeParked wakes the run if it is parked, so that a decision or cancel
-// just stored reaches it. It reads the record after the store: a run
-// parking at this moment either is parked by then (and woken here) or
-// looks for decisions and cancels once parked and wakes itself — each
-// side writes before it reads (from the stream leader), so one of them
-// sees the other.
-func (a *API) wakeParked(ctx context.Context, runID string) {
-	if _, err := Wake(ctx, a.js, a.names, a.cfg.Store, runID); err != nil {
+// delivered makes a control record just stored for the run's given
+// submission reach the run: it notifies the run's owner, and wakes the run
+// if it is parked. It reads the record after the store (from the stream
+// leader): a run parking at this moment either is parked by then (and
+// woken here) or looks for decisions and cancels once parked and wakes
+// itself — each side writes before it reads, so one of them sees the
+// other. It reports false when the run has moved on to a later
+// submission, which ignores the record.
+func (a *API) delivered(ctx context.Context, runID string, submission int) bool {
+	a.notify(runID)
+	e, err := a.cfg.Store.Runs().Get(ctx, runID)
+	if err != nil {
+		a.log.Warn("reading the run after storing a decision or cancel failed; the run's owner polls for it, and its approval deadline wakes it if parked", "run_id", runID, "error", err)
+		return true
+	}
+	if max(e.Record.Submissions, 1) != max(submission, 1) {
+		return false
+	}
+	if _, err := wake(ctx, a.js, a.names, a.cfg.Store, e); err != nil {
 		a.log.Warn("waking a parked run failed; its approval deadline wakes it", "run_id", runID, "error", err)
 	}
+	return true
 }
 
 // Inject queues a steering message for the run's next turn.

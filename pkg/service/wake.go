@@ -30,7 +30,13 @@ func Wake(ctx context.Context, js jetstream.JetStream, names bus.Names, st *stor
 	if err != nil {
 		return false, err
 	}
+	return wake(ctx, js, names, st, e)
+}
+
+// wake is Wake of the run record e was just read at.
+func wake(ctx context.Context, js jetstream.JetStream, names bus.Names, st *store.Store, e *store.RunEntry) (bool, error) {
 	rec := &e.Record
+	runID := rec.RunID
 	if rec.Status != store.RunParked || rec.Parked == nil {
 		return false, nil
 	}
