@@ -2,7 +2,10 @@ package worker_test
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -226,4 +229,54 @@ func TestDuplicateRequestOfParkedRunIsRefused(t *testing.T) {
 	checkOneSubmission(t, runID, envs)
 	require.Len(t, ofType(envs, loop.EventRunStarted), 1, "%v", fleettest.Types(envs))
 	require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type)
+}
+
+// lockedBuffer is a log sink safe for the worker's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestWarnsAboutApprovalsOutlastingEvents: a worker warns at start about
+// an agent whose approval wait can outlast the events stream's max age (a
+// run parked that long would lose its earlier events), and only about it.
+func TestWarnsAboutApprovalsOutlastingEvents(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{Workers: -1, AgentsYAML: `
+agents:
+  - name: patient
+    model: scripted
+    tools: [echo]
+    approval: [echo]
+    approval_timeout: 100h
+    script:
+      - text: ok
+  - name: brisk
+    model: scripted
+    tools: [echo]
+    approval: [echo]
+    approval_timeout: 1h
+    script:
+      - text: ok
+`})
+	var logs lockedBuffer
+	cfg := workerConfig(t, f, "w1")
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	f.StartWorker(cfg)
+	out := logs.String()
+	require.Contains(t, out, "approval timeout outlasts the events stream's max age")
+	require.Contains(t, out, "agent=patient")
+	require.NotContains(t, out, "agent=brisk")
 }

@@ -115,9 +115,11 @@ func (w *Worker) Start(ctx context.Context) error {
 	if w.pub, err = bus.NewPublisher(js, bus.PublisherConfig{Prefix: w.cfg.Prefix, Clock: w.cfg.Clock, Logger: w.log}); err != nil {
 		return fmt.Errorf("worker: publisher: %w", err)
 	}
-	if _, err = js.Stream(ctx, w.names.EventsStream()); err != nil {
+	events, err := js.Stream(ctx, w.names.EventsStream())
+	if err != nil {
 		return fmt.Errorf("worker: events stream %s: %w", w.names.EventsStream(), err)
 	}
+	w.warnLongApprovals(events.CachedInfo().Config.MaxAge)
 	if w.cons, err = js.Consumer(ctx, w.names.RunsStream(), w.names.WorkersConsumer()); err != nil {
 		return fmt.Errorf("worker: consumer %s on %s: %w (provision the streams first, or drop SkipProvision)", w.names.WorkersConsumer(), w.names.RunsStream(), err)
 	}
@@ -140,6 +142,21 @@ func (w *Worker) Start(ctx context.Context) error {
 	go w.claimLoop()
 	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "ack_wait", w.cfg.AckWait)
 	return nil
+}
+
+// warnLongApprovals warns about agents whose approval wait can outlast the
+// events stream's max age: a run parked that long finds its earlier events
+// expired, and its event sequence starts again from 1.
+func (w *Worker) warnLongApprovals(maxAge time.Duration) {
+	if maxAge <= 0 {
+		return
+	}
+	for _, name := range w.cfg.Catalog.Names() {
+		if ag, ok := w.cfg.Catalog.Get(name); ok && ag.ApprovalTimeout >= maxAge {
+			w.log.Warn("an agent's approval timeout outlasts the events stream's max age: a run waiting that long loses its earlier events; shorten approval_timeout or raise the events max age",
+				"agent", name, "approval_timeout", ag.ApprovalTimeout, "events_max_age", maxAge)
+		}
+	}
 }
 
 // adoptAckWait settles the claim's ack wait and heartbeat on the workers
