@@ -55,7 +55,9 @@ func wake(ctx context.Context, js jetstream.JetStream, names bus.Names, st *stor
 	if err != nil {
 		return false, fmt.Errorf("wake run %s: %w", runID, err)
 	}
-	rec.Status, rec.Parked, rec.RequestSeq = store.RunQueued, nil, seq
+	// Parked stays until the wake's claim, which continues after its
+	// LastSeq (the run's events may have expired meanwhile).
+	rec.Status, rec.RequestSeq = store.RunQueued, seq
 	rec.Wakes++
 	if err := st.Runs().Update(ctx, e); err != nil {
 		if errors.Is(err, store.ErrConflict) {

@@ -24,6 +24,10 @@ type Parking struct {
 	Continues uint64 `json:"continues" msgpack:"continues"`
 	// TimerRevision is the revision of the park timer set for this park.
 	TimerRevision uint64 `json:"timer_revision" msgpack:"timer_revision"`
+	// LastSeq is the seq of the run's last event when it parked: the
+	// resumed run continues after it even if the events stream has
+	// dropped the run's events meanwhile (past its max age).
+	LastSeq uint64 `json:"last_seq" msgpack:"last_seq"`
 }
 
 var errNotParkable = errors.New("the run is not this claim's to park")

@@ -56,7 +56,7 @@ func (w *Worker) park(ctx context.Context, d *delivery, rp *bus.RunPublisher, re
 	}
 	parked, err := w.st.Runs().Park(ctx, runID, attempt, store.Parking{
 		CallID: p.callID, Deadline: p.deadline, Request: body, ContentType: enc.ContentType(),
-		Continues: d.meta.Sequence.Stream, TimerRevision: timer,
+		Continues: d.meta.Sequence.Stream, TimerRevision: timer, LastSeq: rp.NextSeq() - 1,
 	})
 	if err != nil {
 		release("marking the run parked failed", err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lovia-fleet/lovia/internal/fleettest"
@@ -279,4 +280,34 @@ agents:
 	require.Contains(t, out, "approval timeout outlasts the events stream's max age")
 	require.Contains(t, out, "agent=patient")
 	require.NotContains(t, out, "agent=brisk")
+}
+
+// TestParkedRunOutlivesItsEvents: the events stream drops a parked run's
+// events (its max age passed while the run waited); the decision still
+// resumes the run as the same submission, continuing its event sequence
+// after the seq it had reached (run_resumed, no restart at seq 1).
+func TestParkedRunOutlivesItsEvents(t *testing.T) {
+	t.Parallel()
+	f := parkedFleet(t, 1)
+	ctx := context.Background()
+	runID := submitParked(t, f, "gated")
+	before := runEvents(t, f, runID)
+	reached := before[len(before)-1].Seq
+	events, err := f.JS.Stream(ctx, "LOVIA_EVENTS")
+	require.NoError(t, err)
+	require.NoError(t, events.Purge(ctx, jetstream.WithPurgeSubject("lovia.events."+runID)))
+	require.Empty(t, runEvents(t, f, runID))
+
+	_, err = f.Client.Approve(ctx, runID, "c1", loop.Approve, "go")
+	require.NoError(t, err)
+	var after []*bus.Envelope
+	require.Eventually(t, func() bool {
+		after = runEvents(t, f, runID)
+		return len(after) > 0 && after[len(after)-1].IsTerminal()
+	}, 15*time.Second, 20*time.Millisecond)
+	checkOneSubmissionFrom(t, after)
+	require.Equal(t, reached+1, after[0].Seq, "%v", fleettest.Types(after))
+	require.Equal(t, bus.EventRunResumed, after[0].Type)
+	require.Empty(t, ofType(after, loop.EventRunStarted))
+	require.Equal(t, loop.EventRunCompleted, after[len(after)-1].Type)
 }

@@ -305,12 +305,16 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 	seq := d.meta.Sequence.Stream
 	submission := int(bus.HeaderUint(d.msg.Headers(), bus.HeaderSubmission))
 	continues := bus.HeaderUint(d.msg.Headers(), bus.HeaderContinues)
+	var parkedLast uint64 // the run's last seq when the park this request wakes began
 	rec, err := w.st.Runs().Modify(ctx, runID, func(r *store.RunRecord) error {
 		if staleRequest(r, submission, seq) {
 			return errStale
 		}
 		if inFlight(r, seq, continues) {
 			return errInFlight
+		}
+		if r.Parked != nil && continues != 0 && continues == r.Parked.Continues {
+			parkedLast = r.Parked.LastSeq
 		}
 		if submission == 0 && (r.Status == store.RunCompleted || r.Status == store.RunFailed) {
 			// A raw publish of an ended run is a new submission of it: it
@@ -394,6 +398,13 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 	var lastSeq uint64
 	if last != nil {
 		lastSeq = last.HighSeq
+	}
+	if parkedLast > lastSeq {
+		// The run's events expired while it was parked (the events
+		// stream's max age): it still continues its submission, after the
+		// seq it had reached.
+		lastSeq, d.published, d.continued = parkedLast, true, true
+		log.Warn("the run's events expired while it was parked; its events continue after the last seq it published", "last_seq", parkedLast)
 	}
 	rp, err := w.pub.Resume(runID, enc, lastSeq)
 	if err != nil {

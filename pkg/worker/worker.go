@@ -146,7 +146,8 @@ func (w *Worker) Start(ctx context.Context) error {
 
 // warnLongApprovals warns about agents whose approval wait can outlast the
 // events stream's max age: a run parked that long finds its earlier events
-// expired, and its event sequence starts again from 1.
+// expired (it continues its event sequence, but a tail from the start no
+// longer sees how it began).
 func (w *Worker) warnLongApprovals(maxAge time.Duration) {
 	if maxAge <= 0 {
 		return
