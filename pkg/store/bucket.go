@@ -54,11 +54,24 @@ func (b *bucket) update(ctx context.Context, key string, val []byte, rev uint64)
 	return b.kv.Update(ctx, key, val, rev)
 }
 
-// purgeKey removes a key's history, if its revision is still rev.
+// purgeKey removes a key's history, if its revision is still rev (whatever
+// its revision when rev is 0).
 func (b *bucket) purgeKey(ctx context.Context, key string, rev uint64) error {
 	ctx, cancel := b.callCtx(ctx)
 	defer cancel()
+	if rev == 0 {
+		return b.kv.Purge(ctx, key)
+	}
 	return b.kv.Purge(ctx, key, jetstream.LastRevision(rev))
+}
+
+// clearKey is purgeKey for cleanup: a key that is gone, or that another
+// writer has moved past rev, is not an error.
+func (b *bucket) clearKey(ctx context.Context, key string, rev uint64) error {
+	if err := b.purgeKey(ctx, key, rev); err != nil && !isNotFound(err) && !isCAS(err) {
+		return err
+	}
+	return nil
 }
 
 // deleteKey places a delete marker on key, if its revision is still rev.

@@ -75,6 +75,26 @@ func (d *ApprovalDecision) submission() int { return d.Submission }
 func (c *CancelRequest) submission() int    { return c.Submission }
 func (a *askRecord) submission() int        { return a.Submission }
 
+// readStamped reads the stamped record at key and its revision; nil when
+// there is none.
+func readStamped[T any, P interface {
+	*T
+	stamped
+}](ctx context.Context, b *bucket, op, runID, key string) (P, uint64, error) {
+	e, err := b.get(ctx, key)
+	if isNotFound(err) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, wrapErr(op, runID, err)
+	}
+	rec := P(new(T))
+	if err := msgpack.Unmarshal(e.Value(), rec); err != nil {
+		return nil, 0, fmt.Errorf("store: %s %s: %w: %w", op, runID, ErrCorrupt, err)
+	}
+	return rec, e.Revision(), nil
+}
+
 // createOnce stores rec (of submission) at key unless a record of the same
 // or a later submission is there; one of an earlier submission is replaced.
 // It returns the record in force and whether this call stored it.
@@ -94,21 +114,17 @@ func createOnce[T any, P interface {
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			return nil, false, wrapErr(op, runID, err)
 		}
-		e, err := b.get(ctx, key)
-		if isNotFound(err) {
-			continue // withdrawn meanwhile: create again
-		}
+		got, rev, err := readStamped[T, P](ctx, b, op, runID, key)
 		if err != nil {
-			return nil, false, wrapErr(op, runID, err)
+			return nil, false, err
 		}
-		got := P(new(T))
-		if err := msgpack.Unmarshal(e.Value(), got); err != nil {
-			return nil, false, fmt.Errorf("store: %s %s: %w: %w", op, runID, ErrCorrupt, err)
+		if got == nil {
+			continue // withdrawn meanwhile: create again
 		}
 		if got.submission() >= submission {
 			return got, false, nil
 		}
-		if _, err := b.update(ctx, key, val, e.Revision()); err == nil {
+		if _, err := b.update(ctx, key, val, rev); err == nil {
 			return rec, true, nil
 		} else if !isCAS(err) {
 			return nil, false, wrapErr(op, runID, err)
@@ -123,19 +139,9 @@ func readCurrent[T any, P interface {
 	*T
 	stamped
 }](ctx context.Context, b *bucket, op, runID, key string, submission int) (P, error) {
-	e, err := b.get(ctx, key)
-	if err != nil {
-		if isNotFound(err) {
-			return nil, nil
-		}
-		return nil, wrapErr(op, runID, err)
-	}
-	rec := P(new(T))
-	if err := msgpack.Unmarshal(e.Value(), rec); err != nil {
-		return nil, fmt.Errorf("store: %s %s: %w: %w", op, runID, ErrCorrupt, err)
-	}
-	if rec.submission() < submission {
-		return nil, nil
+	rec, _, err := readStamped[T, P](ctx, b, op, runID, key)
+	if err != nil || rec == nil || rec.submission() < submission {
+		return nil, err
 	}
 	return rec, nil
 }
@@ -189,12 +195,7 @@ func (c *Control) CancelRequested(ctx context.Context, runID string, submission 
 // ClearCancel removes a run's cancel request (housekeeping: a later
 // submission ignores an earlier one's cancel anyway).
 func (c *Control) ClearCancel(ctx context.Context, runID string) error {
-	ctx, cancel := c.b.callCtx(ctx)
-	defer cancel()
-	if err := c.b.kv.Purge(ctx, runID+".cancel"); err != nil && !isNotFound(err) {
-		return wrapErr("cancel clear", runID, err)
-	}
-	return nil
+	return wrapErr("cancel clear", runID, c.b.clearKey(ctx, runID+".cancel", 0))
 }
 
 // Ownership keys record which worker holds which run's delivery, so a
@@ -229,16 +230,7 @@ func (c *Control) ClearOwner(ctx context.Context, worker, runID string) error {
 // revision rev (whatever its revision when rev is 0): a later execution of
 // the same run on the same worker keeps its own record.
 func (c *Control) ClearOwnerAt(ctx context.Context, worker, runID string, rev uint64) error {
-	ctx, cancel := c.b.callCtx(ctx)
-	defer cancel()
-	var opts []jetstream.KVDeleteOpt
-	if rev > 0 {
-		opts = append(opts, jetstream.LastRevision(rev))
-	}
-	if err := c.b.kv.Purge(ctx, ownerKey(worker, runID), opts...); err != nil && !isNotFound(err) && !isCAS(err) {
-		return wrapErr("clear owner", runID, err)
-	}
-	return nil
+	return wrapErr("clear owner", runID, c.b.clearKey(ctx, ownerKey(worker, runID), rev))
 }
 
 // Ownership is one ownership record.

@@ -90,16 +90,7 @@ func (c *Control) ParkTimerRevision(ctx context.Context, runID string) (uint64, 
 // ClearParkTimer removes a run's park timer: the one at revision rev, or
 // whichever is there when rev is 0. A timer set again since rev stays.
 func (c *Control) ClearParkTimer(ctx context.Context, runID string, rev uint64) error {
-	ctx, cancel := c.b.callCtx(ctx)
-	defer cancel()
-	var opts []jetstream.KVDeleteOpt
-	if rev > 0 {
-		opts = append(opts, jetstream.LastRevision(rev))
-	}
-	if err := c.b.kv.Purge(ctx, parkKey(runID), opts...); err != nil && !isNotFound(err) && !isCAS(err) {
-		return wrapErr("park timer clear", runID, err)
-	}
-	return nil
+	return wrapErr("park timer clear", runID, c.b.clearKey(ctx, parkKey(runID), rev))
 }
 
 // ParkTimer is one park timer change.
