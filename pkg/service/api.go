@@ -136,7 +136,7 @@ func (a *API) Submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 			}
 			reply.Status, reply.Replayed, reply.Result = bus.StateCompleted, true, storedResult(&rec)
 			return reply, nil
-		case rec.Status == store.RunQueued || rec.Status == store.RunRunning || rec.Status == store.RunParked:
+		case !rec.Status.Ended():
 			// The same submission is in flight: never start a second run.
 			// A queued one may have lost its request: see requeue.
 			if rec.Status == store.RunQueued {
@@ -156,7 +156,7 @@ func (a *API) Submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 			return nil, invalid("agent", fmt.Sprintf("run %s belongs to agent %q, not %q", req.RunID, rec.Agent, req.Agent))
 		}
 		e, err = runs.Modify(ctx, req.RunID, func(r *store.RunRecord) error {
-			if r.Status == store.RunQueued || r.Status == store.RunRunning || r.Status == store.RunParked {
+			if !r.Status.Ended() {
 				return errAlreadyQueued
 			}
 			// A run a raw publish created counts as submission 1.
@@ -398,7 +398,7 @@ func (a *API) liveRun(ctx context.Context, runID string, live bool) (*store.RunR
 	if err != nil {
 		return nil, err
 	}
-	if live && (e.Record.Status == store.RunCompleted || e.Record.Status == store.RunFailed) {
+	if live && e.Record.Status.Ended() {
 		return nil, &bus.APIError{Type: bus.TypeInvalidRequest, Message: fmt.Sprintf("run %s is %s", runID, e.Record.Status),
 			Hint: "resubmit the run (if_run_exists resume) to continue it"}
 	}
@@ -465,7 +465,7 @@ func (a *API) Cancel(ctx context.Context, runID string, req *bus.CancelRequest) 
 	if err != nil {
 		return nil, err
 	}
-	if rec.Status == store.RunCompleted || rec.Status == store.RunFailed {
+	if rec.Status.Ended() {
 		return &CancelReply{RunID: runID, Cancelled: false, Status: string(rec.Status)}, nil
 	}
 	if _, err := a.cfg.Store.Control().RequestCancel(ctx, runID, rec.Submissions, req.Reason); err != nil {

@@ -26,6 +26,9 @@ const (
 	RunParked RunStatus = "parked"
 )
 
+// Ended reports whether the status is final: completed or failed.
+func (s RunStatus) Ended() bool { return s == RunCompleted || s == RunFailed }
+
 // RunRecord is a run's entry in the index: the fields of the status reply
 // (`<p>.api.run.<run_id>.status`) plus timestamps and the request's
 // metadata. Its JSON encoding is the status reply's.

@@ -316,7 +316,7 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 		if r.Parked != nil && continues != 0 && continues == r.Parked.Continues {
 			parkedLast = r.Parked.LastSeq
 		}
-		if submission == 0 && (r.Status == store.RunCompleted || r.Status == store.RunFailed) {
+		if submission == 0 && r.Status.Ended() {
 			// A raw publish of an ended run is a new submission of it: it
 			// starts without the last one's cancel and decisions.
 			r.Submissions = max(r.Submissions, 1) + 1
@@ -486,8 +486,7 @@ func staleRequest(r *store.RunRecord, submission int, seq uint64) bool {
 	case submission < r.Submissions:
 		return true
 	}
-	ended := r.Status == store.RunCompleted || r.Status == store.RunFailed
-	return submission == r.Submissions && ended && r.RequestSeq != 0 && r.RequestSeq != seq
+	return submission == r.Submissions && r.Status.Ended() && r.RequestSeq != 0 && r.RequestSeq != seq
 }
 
 // applyCancel cancels the run when its cancel record is stored.
