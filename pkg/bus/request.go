@@ -266,9 +266,11 @@ func DecodeRunRequest(h nats.Header, body []byte) (*RunRequest, Encoding, error)
 // RequestMeta is what PublishRequest sends with a run request besides its
 // body.
 type RequestMeta struct {
-	// MsgID is the Nats-Msg-Id: the stream drops a repeat within its
-	// deduplication window. Required.
-	MsgID string
+	// RunID and Suffix make the Nats-Msg-Id, "<run_id>[.<submission>]<suffix>"
+	// (the submission when above 1): the stream drops a repeat within its
+	// deduplication window. RunID is required.
+	RunID  string
+	Suffix string
 	// ContentType is the body's (Content-Type). Required.
 	ContentType string
 	// Submission, when above 0, is the run's submission (HeaderSubmission).
@@ -285,8 +287,13 @@ func PublishRequest(ctx context.Context, js jetstream.JetStream, names Names, ag
 	if err != nil {
 		return 0, err
 	}
+	msgID := meta.RunID
+	if meta.Submission > 1 {
+		msgID += "." + strconv.Itoa(meta.Submission)
+	}
+	msgID += meta.Suffix
 	msg := &nats.Msg{Subject: subj, Data: body, Header: nats.Header{
-		HeaderMsgID:       []string{meta.MsgID},
+		HeaderMsgID:       []string{msgID},
 		HeaderContentType: []string{meta.ContentType},
 	}}
 	if meta.Submission > 0 {
@@ -297,7 +304,7 @@ func PublishRequest(ctx context.Context, js jetstream.JetStream, names Names, ag
 	}
 	ack, err := js.PublishMsg(ctx, msg)
 	if err != nil {
-		return 0, fmt.Errorf("bus: publish run request %s: %w", meta.MsgID, err)
+		return 0, fmt.Errorf("bus: publish run request %s: %w", msgID, err)
 	}
 	return ack.Sequence, nil
 }

@@ -265,16 +265,11 @@ func (a *API) enqueue(ctx context.Context, req *bus.RunRequest, enc bus.Encoding
 		return err
 	}
 	rec := &e.Record
-	submission := max(rec.Submissions, 1)
-	msgID := req.RunID
-	if submission > 1 {
-		msgID += "." + strconv.Itoa(submission)
-	}
+	meta := bus.RequestMeta{RunID: req.RunID, ContentType: enc.ContentType(), Submission: max(rec.Submissions, 1)}
 	if rec.Requeues > 0 {
-		msgID += ".requeue" + strconv.Itoa(rec.Requeues)
+		meta.Suffix = ".requeue" + strconv.Itoa(rec.Requeues)
 	}
-	seq, err := bus.PublishRequest(ctx, a.js, a.names, req.Agent, body,
-		bus.RequestMeta{MsgID: msgID, ContentType: enc.ContentType(), Submission: submission})
+	seq, err := bus.PublishRequest(ctx, a.js, a.names, req.Agent, body, meta)
 	if err != nil {
 		return fmt.Errorf("enqueue run %s: %w", req.RunID, err)
 	}

@@ -41,17 +41,14 @@ func wake(ctx context.Context, js jetstream.JetStream, names bus.Names, st *stor
 		return false, nil
 	}
 	p := rec.Parked
-	submission := max(rec.Submissions, 1)
 	// One message id per park (the parking request's sequence and the
 	// park timer's revision name it): concurrent wakers of this park
 	// publish one request, and a wake of a later park — even one parked by
 	// the same request, redelivered — is never dropped as a repeat.
-	msgID := fmt.Sprintf("%s.wake%d.%d", runID, p.Continues, p.TimerRevision)
-	if submission > 1 {
-		msgID = fmt.Sprintf("%s.%d.wake%d.%d", runID, submission, p.Continues, p.TimerRevision)
-	}
-	seq, err := bus.PublishRequest(ctx, js, names, rec.Agent, p.Request,
-		bus.RequestMeta{MsgID: msgID, ContentType: p.ContentType, Submission: submission, Continues: p.Continues})
+	seq, err := bus.PublishRequest(ctx, js, names, rec.Agent, p.Request, bus.RequestMeta{
+		RunID: runID, Suffix: fmt.Sprintf(".wake%d.%d", p.Continues, p.TimerRevision),
+		ContentType: p.ContentType, Submission: max(rec.Submissions, 1), Continues: p.Continues,
+	})
 	if err != nil {
 		return false, fmt.Errorf("wake run %s: %w", runID, err)
 	}
