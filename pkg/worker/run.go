@@ -267,12 +267,15 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 		_ = d.msg.NakWithDelay(time.Second)
 		return
 	}
+	seq := d.meta.Sequence.Stream
+	submission := int(bus.HeaderUint(d.msg.Headers(), bus.HeaderSubmission))
+	continues := bus.HeaderUint(d.msg.Headers(), bus.HeaderContinues)
 	// Events stored after this request was: this submission's own.
-	d.published = ofRequest(last, d.meta.Sequence.Stream, d.meta.Timestamp)
-	if cont := bus.HeaderUint(d.msg.Headers(), bus.HeaderContinues); cont != 0 && !d.published {
+	d.published = ofRequest(last, seq, d.meta.Timestamp)
+	if continues != 0 && !d.published {
 		// A parked run's resume request: the parking claim's events are
 		// this submission's.
-		d.published = ofRequest(last, cont, time.Time{})
+		d.published = ofRequest(last, continues, time.Time{})
 		d.continued = d.published
 	}
 	d.fresh = d.firstClaim || !d.published
@@ -302,11 +305,8 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 	// different Nats-Msg-Id, or racing the API's): it must not start a
 	// second execution, whose events would interleave with the first's.
 	var attempt int
-	seq := d.meta.Sequence.Stream
-	submission := int(bus.HeaderUint(d.msg.Headers(), bus.HeaderSubmission))
-	continues := bus.HeaderUint(d.msg.Headers(), bus.HeaderContinues)
 	var parkedLast uint64 // the run's last seq when the park this request wakes began
-	rec, err := w.st.Runs().Modify(ctx, runID, func(r *store.RunRecord) error {
+	claim := func(r *store.RunRecord) error {
 		if staleRequest(r, submission, seq) {
 			return errStale
 		}
@@ -328,7 +328,8 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 			r.StartedAt = w.cfg.Clock().UTC()
 		}
 		return nil
-	})
+	}
+	rec, err := w.st.Runs().Modify(ctx, runID, claim)
 	if errors.Is(err, store.ErrRunNotFound) {
 		// A raw publish: index it now.
 		var e *store.RunEntry
@@ -337,18 +338,9 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 			Worker: w.cfg.ID, Attempt: 1, Metadata: req.Metadata, StartedAt: w.cfg.Clock().UTC(), RequestSeq: seq,
 		})
 		if errors.Is(err, store.ErrRunExists) {
-			rec, err = w.st.Runs().Modify(ctx, runID, func(r *store.RunRecord) error {
-				if staleRequest(r, submission, seq) {
-					return errStale
-				}
-				if inFlight(r, seq, continues) {
-					return errInFlight
-				}
-				r.Attempt++
-				attempt = r.Attempt
-				r.Status, r.Worker, r.RequestSeq, r.Parked = store.RunRunning, w.cfg.ID, seq, nil
-				return nil
-			})
+			// Indexed meanwhile (the API, another raw publish): claim it
+			// as any other.
+			rec, err = w.st.Runs().Modify(ctx, runID, claim)
 		} else if err == nil {
 			rec, attempt = e, 1
 		}
@@ -412,7 +404,7 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 		_ = d.msg.NakWithDelay(time.Second)
 		return
 	}
-	rp.SetRequest(d.meta.Sequence.Stream)
+	rp.SetRequest(seq)
 	w.m.inFlight.Inc()
 	defer w.m.inFlight.Dec()
 	w.applyCancel(ctx, runID, ar)
