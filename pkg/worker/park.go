@@ -31,12 +31,11 @@ type parking struct {
 func (w *Worker) park(ctx context.Context, d *delivery, rp *bus.RunPublisher, req *bus.RunRequest, runID string, ag *catalog.Agent, enc bus.Encoding, attempt int, p *parking) (wake bool) {
 	log := d.log.With("call_id", p.callID)
 	release := func(msg string, err error) {
-		if !w.stillClaimed(ctx, runID, attempt) {
+		if !w.releaseClaim(ctx, d, runID, attempt, time.Second) {
 			log.Info(msg+"; another worker has claimed the run since", "error", err)
 			return
 		}
-		log.Warn(msg+"; releasing the run instead", "error", err)
-		_ = d.msg.NakWithDelay(time.Second)
+		log.Warn(msg+"; released the run instead", "error", err)
 	}
 	if err := rp.Close(ctx); err != nil {
 		release("flushing the run's events before parking failed", err)

@@ -614,6 +614,23 @@ func (w *Worker) stillClaimed(ctx context.Context, runID string, attempt int) bo
 	return e.Record.Worker == w.cfg.ID && e.Record.Attempt == attempt
 }
 
+// releaseClaim NAKs the delivery (after delay; at once when 0) so that another
+// worker continues the run from its checkpoint, unless another worker has
+// claimed the run since this claim (attempt): the server applies a NAK by
+// stream sequence, so it would release that worker's live delivery. It
+// reports whether it released the run.
+func (w *Worker) releaseClaim(ctx context.Context, d *delivery, runID string, attempt int, delay time.Duration) bool {
+	if !w.stillClaimed(ctx, runID, attempt) {
+		return false
+	}
+	if delay > 0 {
+		_ = d.msg.NakWithDelay(delay)
+	} else {
+		_ = d.msg.Nak()
+	}
+	return true
+}
+
 // settle acks, releases or abandons the delivery after the loop returned.
 func (w *Worker) settle(ctx context.Context, d *delivery, sink *eventSink, rp *bus.RunPublisher, runID string, ag *catalog.Agent, res *loop.RunResult, runErr error) {
 	log := d.log
@@ -624,17 +641,13 @@ func (w *Worker) settle(ctx context.Context, d *delivery, sink *eventSink, rp *b
 		log.Warn("run fenced: another worker owns it; stopping without ack", "error", runErr)
 		return
 	case sink.err != nil:
-		// Events could not be published: release the run so another
-		// worker (or this one, later) continues from the checkpoint —
-		// unless another worker has claimed it since: the server applies a
-		// NAK by stream sequence, so it would release that worker's live
-		// delivery.
-		if !w.stillClaimed(ctx, runID, sink.attempt) {
+		// Events could not be published: another worker (or this one,
+		// later) continues from the checkpoint.
+		if !w.releaseClaim(ctx, d, runID, sink.attempt, time.Second) {
 			log.Warn("event publishing failed, and another worker has claimed the run since; leaving it to that worker", "error", sink.err)
 			return
 		}
-		log.Warn("event publishing failed; releasing the run", "error", sink.err)
-		_ = d.msg.NakWithDelay(time.Second)
+		log.Warn("event publishing failed; released the run", "error", sink.err)
 		return
 	case !sink.seen && runErr != nil && w.runCtx.Err() == nil && !errors.Is(runErr, context.Canceled):
 		// The loop refused the run before it started (if_run_exists,
@@ -649,12 +662,11 @@ func (w *Worker) settle(ctx context.Context, d *delivery, sink *eventSink, rp *b
 	case !sink.terminal:
 		// Interrupted without a terminal event (shutdown, lost NATS):
 		// release it at once for another worker.
-		if !w.stillClaimed(ctx, runID, sink.attempt) {
+		if !w.releaseClaim(ctx, d, runID, sink.attempt, 0) {
 			log.Info("run interrupted, and another worker has claimed it since; leaving it to that worker", "cause", runErr)
 			return
 		}
 		log.Info("run interrupted; released for another worker", "cause", runErr)
-		_ = d.msg.Nak()
 		return
 	}
 	if err := rp.Close(ctx); err != nil {
