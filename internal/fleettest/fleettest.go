@@ -190,6 +190,31 @@ func (f *Fleet) Events(runID string, timeout time.Duration) []*bus.Envelope {
 	return out
 }
 
+// OfType returns the envelopes of type typ.
+func OfType(envs []*bus.Envelope, typ loop.EventType) []*bus.Envelope {
+	var out []*bus.Envelope
+	for _, e := range envs {
+		if e.Type == typ {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Event decodes an envelope's event as T, failing the test when it cannot.
+func Event[T loop.Event](t testing.TB, env *bus.Envelope) T {
+	t.Helper()
+	ev, err := env.Event()
+	if err != nil {
+		t.Fatalf("event %d (%s): %v", env.Seq, env.Type, err)
+	}
+	out, ok := ev.(T)
+	if !ok {
+		t.Fatalf("event %s is %T", env.Type, ev)
+	}
+	return out
+}
+
 // Types lists the envelopes' types.
 func Types(envs []*bus.Envelope) []string {
 	out := make([]string, len(envs))

@@ -120,26 +120,6 @@ func waitStatus(t *testing.T, c *client.Client, runID string, want bus.RunState)
 	return st
 }
 
-// event decodes an envelope's event as T.
-func event[T loop.Event](t *testing.T, env *bus.Envelope) T {
-	t.Helper()
-	ev, err := env.Event()
-	require.NoError(t, err)
-	out, ok := ev.(T)
-	require.True(t, ok, "event %s is %T", env.Type, ev)
-	return out
-}
-
-func ofType(envs []*bus.Envelope, typ loop.EventType) []*bus.Envelope {
-	var out []*bus.Envelope
-	for _, e := range envs {
-		if e.Type == typ {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
 // apiError asserts err is an error reply of type typ and returns it.
 func apiError(t *testing.T, err error, typ string) *bus.APIError {
 	t.Helper()
@@ -190,7 +170,7 @@ func TestSubmitAndTail(t *testing.T) {
 		require.Equal(t, rep.RunID, e.RunID)
 		require.Equal(t, "calc", e.Agent)
 	}
-	require.Equal(t, "The answer is 84.", event[*loop.RunCompleted](t, envs[len(envs)-1]).Output)
+	require.Equal(t, "The answer is 84.", fleettest.Event[*loop.RunCompleted](t, envs[len(envs)-1]).Output)
 
 	last := tailAll(t, f.Client, rep.RunID, bus.FromSeq(uint64(len(envs)-1)))
 	require.Equal(t, []string{"turn_ended", "run_completed"}, fleettest.Types(last))
@@ -296,7 +276,7 @@ func TestApprove(t *testing.T) {
 	ctx := context.Background()
 	rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "gated", Input: bus.TextInput("deploy")})
 	require.NoError(t, err)
-	req := event[*loop.ApprovalRequired](t, waitEvent(t, f.Client, rep.RunID, loop.EventApprovalRequired))
+	req := fleettest.Event[*loop.ApprovalRequired](t, waitEvent(t, f.Client, rep.RunID, loop.EventApprovalRequired))
 	require.Equal(t, "c1", req.Call.ID)
 
 	_, err = f.Client.Approve(ctx, rep.RunID, "c1", "maybe", "")
@@ -315,12 +295,12 @@ func TestApprove(t *testing.T) {
 	}
 
 	envs := tailAll(t, f.Client, rep.RunID)
-	res := ofType(envs, loop.EventApprovalResolved)
+	res := fleettest.OfType(envs, loop.EventApprovalResolved)
 	require.Len(t, res, 1)
-	require.Equal(t, loop.Approve, event[*loop.ApprovalResolved](t, res[0]).Decision)
-	require.Equal(t, "looks good", event[*loop.ApprovalResolved](t, res[0]).Reason)
-	require.Len(t, ofType(envs, loop.EventToolCallStarted), 1, "the approved tool ran")
-	require.Equal(t, "done", event[*loop.RunCompleted](t, envs[len(envs)-1]).Output)
+	require.Equal(t, loop.Approve, fleettest.Event[*loop.ApprovalResolved](t, res[0]).Decision)
+	require.Equal(t, "looks good", fleettest.Event[*loop.ApprovalResolved](t, res[0]).Reason)
+	require.Len(t, fleettest.OfType(envs, loop.EventToolCallStarted), 1, "the approved tool ran")
+	require.Equal(t, "done", fleettest.Event[*loop.RunCompleted](t, envs[len(envs)-1]).Output)
 
 	_, err = f.Client.Approve(ctx, "ghost", "c1", loop.Approve, "")
 	apiError(t, err, bus.TypeNotFound)
@@ -344,8 +324,8 @@ func TestCancel(t *testing.T) {
 	require.Equal(t, service.CancelReply{RunID: rep.RunID, Cancelled: true, Status: "running"}, *cr)
 
 	envs := tailAll(t, f.Client, rep.RunID)
-	require.Len(t, ofType(envs, loop.EventRunFailed), 1, "types %v", fleettest.Types(envs))
-	failed := event[*loop.RunFailed](t, envs[len(envs)-1])
+	require.Len(t, fleettest.OfType(envs, loop.EventRunFailed), 1, "types %v", fleettest.Types(envs))
+	failed := fleettest.Event[*loop.RunFailed](t, envs[len(envs)-1])
 	require.Equal(t, "RunCancelled", failed.Error.Type)
 	require.Contains(t, failed.Error.Message, "user pressed stop")
 
@@ -387,9 +367,9 @@ func TestInjectUninject(t *testing.T) {
 	require.False(t, removed, "a message is withdrawn once")
 
 	envs := tailAll(t, f.Client, rep.RunID)
-	inj := ofType(envs, loop.EventUserMessageInjected)
+	inj := fleettest.OfType(envs, loop.EventUserMessageInjected)
 	require.Len(t, inj, 1, "types %v", fleettest.Types(envs))
-	require.Equal(t, "also check the logs", event[*loop.UserMessageInjected](t, inj[0]).Content)
+	require.Equal(t, "also check the logs", fleettest.Event[*loop.UserMessageInjected](t, inj[0]).Content)
 	require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type)
 
 	removed, err = f.Client.Uninject(ctx, rep.RunID, keep)

@@ -28,7 +28,7 @@ func TestApprovalFromAPI(t *testing.T) {
 		t.Parallel()
 		rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "gated", Input: bus.TextInput("deploy")})
 		require.NoError(t, err)
-		req := event[*loop.ApprovalRequired](t, waitEvent(t, f, rep.RunID, loop.EventApprovalRequired, 10*time.Second))
+		req := fleettest.Event[*loop.ApprovalRequired](t, waitEvent(t, f, rep.RunID, loop.EventApprovalRequired, 10*time.Second))
 		require.Equal(t, "c1", req.Call.ID)
 		require.Equal(t, "echo", req.Call.Name)
 		st, err := f.Client.Status(ctx, rep.RunID)
@@ -40,14 +40,14 @@ func TestApprovalFromAPI(t *testing.T) {
 		require.True(t, ar.Accepted)
 		envs := f.Events(rep.RunID, 10*time.Second)
 		checkOneSubmission(t, rep.RunID, envs)
-		res := event[*loop.ApprovalResolved](t, ofType(envs, loop.EventApprovalResolved)[0])
+		res := fleettest.Event[*loop.ApprovalResolved](t, fleettest.OfType(envs, loop.EventApprovalResolved)[0])
 		require.Equal(t, loop.Approve, res.Decision)
 		require.Equal(t, "looks good", res.Reason)
-		require.Len(t, ofType(envs, loop.EventToolCallStarted), 1, "the approved tool ran")
-		done := event[*loop.ToolCallCompleted](t, ofType(envs, loop.EventToolCallCompleted)[0])
+		require.Len(t, fleettest.OfType(envs, loop.EventToolCallStarted), 1, "the approved tool ran")
+		done := fleettest.Event[*loop.ToolCallCompleted](t, fleettest.OfType(envs, loop.EventToolCallCompleted)[0])
 		require.False(t, done.IsError)
 		require.Contains(t, done.Output, "ship it")
-		require.Equal(t, "done", event[*loop.RunCompleted](t, envs[len(envs)-1]).Output)
+		require.Equal(t, "done", fleettest.Event[*loop.RunCompleted](t, envs[len(envs)-1]).Output)
 
 		// A second decision for the same call does not replace the first.
 		again, err := f.Client.Approve(ctx, rep.RunID, "c1", loop.Reject, "too late")
@@ -67,11 +67,11 @@ func TestApprovalFromAPI(t *testing.T) {
 		require.NoError(t, err)
 		envs := f.Events(rep.RunID, 10*time.Second)
 		checkOneSubmission(t, rep.RunID, envs)
-		res := event[*loop.ApprovalResolved](t, ofType(envs, loop.EventApprovalResolved)[0])
+		res := fleettest.Event[*loop.ApprovalResolved](t, fleettest.OfType(envs, loop.EventApprovalResolved)[0])
 		require.Equal(t, loop.Reject, res.Decision)
 		require.Equal(t, "not today", res.Reason)
-		require.Empty(t, ofType(envs, loop.EventToolCallStarted), "a rejected tool never runs")
-		done := event[*loop.ToolCallCompleted](t, ofType(envs, loop.EventToolCallCompleted)[0])
+		require.Empty(t, fleettest.OfType(envs, loop.EventToolCallStarted), "a rejected tool never runs")
+		done := fleettest.Event[*loop.ToolCallCompleted](t, fleettest.OfType(envs, loop.EventToolCallCompleted)[0])
 		require.True(t, done.IsError)
 		require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type)
 	})
@@ -82,18 +82,18 @@ func TestApprovalFromAPI(t *testing.T) {
 		require.NoError(t, err)
 		envs := f.Events(rep.RunID, 10*time.Second)
 		checkOneSubmission(t, rep.RunID, envs)
-		req := ofType(envs, loop.EventApprovalRequired)
-		res := ofType(envs, loop.EventApprovalResolved)
+		req := fleettest.OfType(envs, loop.EventApprovalRequired)
+		res := fleettest.OfType(envs, loop.EventApprovalResolved)
 		require.Len(t, req, 1)
 		require.Len(t, res, 1)
-		r := event[*loop.ApprovalResolved](t, res[0])
+		r := fleettest.Event[*loop.ApprovalResolved](t, res[0])
 		require.Equal(t, loop.Reject, r.Decision)
 		require.Contains(t, r.Reason, "approval timeout")
 		wait := res[0].Time.Sub(req[0].Time)
 		require.GreaterOrEqual(t, wait, 250*time.Millisecond, "denied before the timeout")
 		require.Less(t, wait, 3*time.Second, "the denial took too long")
-		require.Empty(t, ofType(envs, loop.EventToolCallStarted))
-		require.True(t, event[*loop.ToolCallCompleted](t, ofType(envs, loop.EventToolCallCompleted)[0]).IsError)
+		require.Empty(t, fleettest.OfType(envs, loop.EventToolCallStarted))
+		require.True(t, fleettest.Event[*loop.ToolCallCompleted](t, fleettest.OfType(envs, loop.EventToolCallCompleted)[0]).IsError)
 		require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type)
 	})
 }
@@ -117,7 +117,7 @@ func TestCancelFromAPI(t *testing.T) {
 	t.Logf("cancel to run_failed: %s", latency)
 	require.Less(t, latency, 3*time.Second)
 	checkOneSubmission(t, rep.RunID, envs)
-	failed := event[*loop.RunFailed](t, envs[len(envs)-1])
+	failed := fleettest.Event[*loop.RunFailed](t, envs[len(envs)-1])
 	require.Equal(t, "RunCancelled", failed.Error.Type)
 	require.Contains(t, failed.Error.Message, "user pressed stop")
 
@@ -150,7 +150,7 @@ func TestCancelWithLostNotification(t *testing.T) {
 	require.True(t, ok)
 	envs := f.Events(rep.RunID, 10*time.Second)
 	checkOneSubmission(t, rep.RunID, envs)
-	failed := event[*loop.RunFailed](t, envs[len(envs)-1])
+	failed := fleettest.Event[*loop.RunFailed](t, envs[len(envs)-1])
 	require.Equal(t, "RunCancelled", failed.Error.Type)
 	require.Contains(t, failed.Error.Message, "stored, never announced")
 }
@@ -179,14 +179,14 @@ func TestInjectFromAPI(t *testing.T) {
 
 	envs := f.Events(rep.RunID, 10*time.Second)
 	checkOneSubmission(t, rep.RunID, envs)
-	inj := ofType(envs, loop.EventUserMessageInjected)
+	inj := fleettest.OfType(envs, loop.EventUserMessageInjected)
 	require.Len(t, inj, 1, "types %v", fleettest.Types(envs))
-	um := event[*loop.UserMessageInjected](t, inj[0])
+	um := fleettest.Event[*loop.UserMessageInjected](t, inj[0])
 	require.Equal(t, "also check the logs", um.Content)
 	require.Equal(t, 2, um.TurnNo, "folded into the turn after the sleep")
 	require.Equal(t, 2, inj[0].Turn)
 	// The sleep's result came first (turn 1), then the injection (turn 2).
-	require.Less(t, ofType(envs, loop.EventToolCallCompleted)[0].Seq, inj[0].Seq)
+	require.Less(t, fleettest.OfType(envs, loop.EventToolCallCompleted)[0].Seq, inj[0].Seq)
 	require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type)
 
 	removed, err = f.Client.Uninject(ctx, rep.RunID, keep)
@@ -221,8 +221,8 @@ func TestControlWhileOwnerless(t *testing.T) {
 	f.StartWorker(workerConfig(t, f, "wB"))
 	envs := f.Events(rep.RunID, 10*time.Second)
 	checkOneSubmission(t, rep.RunID, envs)
-	require.Len(t, ofType(envs, bus.EventRunResumed), 1)
-	rf := event[*loop.RunFailed](t, envs[len(envs)-1])
+	require.Len(t, fleettest.OfType(envs, bus.EventRunResumed), 1)
+	rf := fleettest.Event[*loop.RunFailed](t, envs[len(envs)-1])
 	require.Equal(t, "RunCancelled", rf.Error.Type)
 	require.Contains(t, rf.Error.Message, "cancelled while ownerless")
 	waitIdle(t, f, 10*time.Second)
@@ -247,11 +247,11 @@ func TestControlWhileOwnerless(t *testing.T) {
 	second = all[len(envs):]
 	checkOneSubmissionFrom(t, second)
 	require.Equal(t, loop.EventRunStarted, second[0].Type)
-	require.True(t, event[*bus.RunStarted](t, second[0]).FromCheckpoint)
-	require.Equal(t, "rested", event[*loop.RunCompleted](t, second[len(second)-1]).Output)
-	inj := ofType(second, loop.EventUserMessageInjected)
+	require.True(t, fleettest.Event[*bus.RunStarted](t, second[0]).FromCheckpoint)
+	require.Equal(t, "rested", fleettest.Event[*loop.RunCompleted](t, second[len(second)-1]).Output)
+	inj := fleettest.OfType(second, loop.EventUserMessageInjected)
 	require.Len(t, inj, 1)
-	require.Equal(t, "while nobody owns it", event[*loop.UserMessageInjected](t, inj[0]).Content)
+	require.Equal(t, "while nobody owns it", fleettest.Event[*loop.UserMessageInjected](t, inj[0]).Content)
 	st, err := f.Client.Status(ctx, rep.RunID)
 	require.NoError(t, err)
 	require.Equal(t, bus.StateCompleted, st.Status)
@@ -307,8 +307,8 @@ func TestCancelBeforeClaimAndDuringApproval(t *testing.T) {
 
 	envs := f.Events(queued.RunID, 10*time.Second)
 	checkOneSubmission(t, queued.RunID, envs)
-	require.Equal(t, "RunCancelled", event[*loop.RunFailed](t, envs[len(envs)-1]).Error.Type)
-	require.Empty(t, ofType(envs, loop.EventToolCallStarted), "a cancelled run ran a tool: %v", fleettest.Types(envs))
+	require.Equal(t, "RunCancelled", fleettest.Event[*loop.RunFailed](t, envs[len(envs)-1]).Error.Type)
+	require.Empty(t, fleettest.OfType(envs, loop.EventToolCallStarted), "a cancelled run ran a tool: %v", fleettest.Types(envs))
 
 	waitEvent(t, f, gated.RunID, loop.EventApprovalRequired, 10*time.Second)
 	t0 := time.Now()
@@ -317,8 +317,8 @@ func TestCancelBeforeClaimAndDuringApproval(t *testing.T) {
 	envs = f.Events(gated.RunID, 10*time.Second)
 	require.Less(t, time.Since(t0), 3*time.Second)
 	checkOneSubmission(t, gated.RunID, envs)
-	require.Equal(t, "RunCancelled", event[*loop.RunFailed](t, envs[len(envs)-1]).Error.Type)
-	require.Empty(t, ofType(envs, loop.EventToolCallStarted))
+	require.Equal(t, "RunCancelled", fleettest.Event[*loop.RunFailed](t, envs[len(envs)-1]).Error.Type)
+	require.Empty(t, fleettest.OfType(envs, loop.EventToolCallStarted))
 	waitIdle(t, f, 10*time.Second)
 }
 
@@ -340,7 +340,7 @@ func TestRestartAsksForApprovalAgain(t *testing.T) {
 	_, err = f.Client.Submit(ctx, &bus.RunRequest{RunID: rep.RunID, Agent: "gated", Input: bus.TextInput("deploy"), IfRunExists: bus.IfExistsRestart})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		return len(ofType(runEvents(t, f, rep.RunID), loop.EventApprovalRequired)) == 2
+		return len(fleettest.OfType(runEvents(t, f, rep.RunID), loop.EventApprovalRequired)) == 2
 	}, 10*time.Second, 20*time.Millisecond)
 	ar, err := f.Client.Approve(ctx, rep.RunID, "c1", loop.Approve, "now")
 	require.NoError(t, err)
@@ -351,9 +351,9 @@ func TestRestartAsksForApprovalAgain(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond)
 	second := runEvents(t, f, rep.RunID)[len(first):]
 	checkOneSubmissionFrom(t, second)
-	res := ofType(second, loop.EventApprovalResolved)
+	res := fleettest.OfType(second, loop.EventApprovalResolved)
 	require.Len(t, res, 1)
-	require.Equal(t, loop.Approve, event[*loop.ApprovalResolved](t, res[0]).Decision)
+	require.Equal(t, loop.Approve, fleettest.Event[*loop.ApprovalResolved](t, res[0]).Decision)
 }
 
 // TestResubmissionAfterCancelRuns: a run cancelled through the API — one
@@ -371,7 +371,7 @@ func TestResubmissionAfterCancelRuns(t *testing.T) {
 		_, err := f.Client.Cancel(ctx, runID, "stop the first")
 		require.NoError(t, err)
 		first := f.Events(runID, 10*time.Second)
-		require.Equal(t, "RunCancelled", event[*loop.RunFailed](t, first[len(first)-1]).Error.Type)
+		require.Equal(t, "RunCancelled", fleettest.Event[*loop.RunFailed](t, first[len(first)-1]).Error.Type)
 		waitIdle(t, f, 10*time.Second)
 
 		if via == "api" {

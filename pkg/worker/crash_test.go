@@ -296,7 +296,7 @@ func TestStalledOwnerIsFenced(t *testing.T) {
 	}
 	f.StartWorker(withConfig(workerConfig(t, f, "wB"), func(c *worker.Config) { c.AckWait = time.Second; c.Heartbeat = 300 * time.Millisecond }))
 	resumed := waitEvent(t, f, rep.RunID, bus.EventRunResumed, 10*time.Second)
-	require.Equal(t, "wB", event[*bus.RunResumed](t, resumed).Worker)
+	require.Equal(t, "wB", fleettest.Event[*bus.RunResumed](t, resumed).Worker)
 	proxy.resume() // A thaws while B sleeps; A's own sleep ends ~0.5s later
 
 	f.Events(rep.RunID, 15*time.Second)
@@ -304,13 +304,13 @@ func TestStalledOwnerIsFenced(t *testing.T) {
 	envs := runEvents(t, f, rep.RunID)
 	t.Logf("events: %v", fleettest.Types(envs))
 	checkOneSubmission(t, rep.RunID, envs)
-	done := ofType(envs, loop.EventToolCallCompleted)
+	done := fleettest.OfType(envs, loop.EventToolCallCompleted)
 	require.Len(t, done, 1, "types %v", fleettest.Types(envs))
 	require.Greater(t, done[0].Seq, resumed.Seq)
-	starts := ofType(envs, loop.EventToolCallStarted)
+	starts := fleettest.OfType(envs, loop.EventToolCallStarted)
 	require.Len(t, starts, 2)
 	require.Greater(t, starts[1].Seq, resumed.Seq, "B re-ran the dangling call")
-	require.Equal(t, "rested", event[*loop.RunCompleted](t, envs[len(envs)-1]).Output)
+	require.Equal(t, "rested", fleettest.Event[*loop.RunCompleted](t, envs[len(envs)-1]).Output)
 	st, err := f.Client.Status(ctx, rep.RunID)
 	require.NoError(t, err)
 	require.Equal(t, bus.StateCompleted, st.Status)

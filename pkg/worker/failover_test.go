@@ -83,7 +83,7 @@ func crashedOwnerApproval(t *testing.T, ackWait, takeover time.Duration) {
 	if ackWait > 10*time.Second {
 		require.Less(t, time.Since(startB), 5*time.Second, "the takeover waited for the ack wait")
 	}
-	rr := event[*bus.RunResumed](t, resumed)
+	rr := fleettest.Event[*bus.RunResumed](t, resumed)
 	require.Equal(t, "wB", rr.Worker)
 	require.Equal(t, 2, rr.Attempt)
 
@@ -92,14 +92,14 @@ func crashedOwnerApproval(t *testing.T, ackWait, takeover time.Duration) {
 	envs := runEvents(t, f, rep.RunID)
 	t.Logf("events: %v", fleettest.Types(envs))
 	checkOneSubmission(t, rep.RunID, envs)
-	require.Len(t, ofType(envs, loop.EventRunStarted), 1)
-	require.Len(t, ofType(envs, bus.EventRunResumed), 1)
-	res := ofType(envs, loop.EventApprovalResolved)
+	require.Len(t, fleettest.OfType(envs, loop.EventRunStarted), 1)
+	require.Len(t, fleettest.OfType(envs, bus.EventRunResumed), 1)
+	res := fleettest.OfType(envs, loop.EventApprovalResolved)
 	require.Len(t, res, 1, "types %v", fleettest.Types(envs))
-	require.Equal(t, loop.Approve, event[*loop.ApprovalResolved](t, res[0]).Decision)
+	require.Equal(t, loop.Approve, fleettest.Event[*loop.ApprovalResolved](t, res[0]).Decision)
 	require.Greater(t, res[0].Seq, resumed.Seq, "the decision was applied by B")
-	require.Len(t, ofType(envs, loop.EventToolCallStarted), 1)
-	require.Equal(t, "done", event[*loop.RunCompleted](t, envs[len(envs)-1]).Output)
+	require.Len(t, fleettest.OfType(envs, loop.EventToolCallStarted), 1)
+	require.Equal(t, "done", fleettest.Event[*loop.RunCompleted](t, envs[len(envs)-1]).Output)
 
 	st, err := f.Client.Status(ctx, rep.RunID)
 	require.NoError(t, err)
@@ -129,14 +129,14 @@ func TestOrderedShutdownReleasesRun(t *testing.T) {
 	stopTook := time.Since(t0)
 	t.Logf("Stop took %s (grace 200ms)", stopTook)
 	require.Less(t, stopTook, 1200*time.Millisecond, "Stop waited for the 1.5s sleep")
-	require.Empty(t, ofType(runEvents(t, f, rep.RunID), loop.EventRunFailed), "an interrupted run publishes no terminal event")
+	require.Empty(t, fleettest.OfType(runEvents(t, f, rep.RunID), loop.EventRunFailed), "an interrupted run publishes no terminal event")
 
 	t1 := time.Now()
 	f.StartWorker(workerConfig(t, f, "wB"))
 	resumed := waitEvent(t, f, rep.RunID, bus.EventRunResumed, 10*time.Second)
 	t.Logf("B started to run_resumed: %s", time.Since(t1))
 	require.Less(t, time.Since(t1), 5*time.Second, "the release was not immediate")
-	rr := event[*bus.RunResumed](t, resumed)
+	rr := fleettest.Event[*bus.RunResumed](t, resumed)
 	require.Equal(t, "wB", rr.Worker)
 	require.Equal(t, 2, rr.Attempt)
 
@@ -145,11 +145,11 @@ func TestOrderedShutdownReleasesRun(t *testing.T) {
 	envs := runEvents(t, f, rep.RunID)
 	t.Logf("events: %v", fleettest.Types(envs))
 	checkOneSubmission(t, rep.RunID, envs)
-	starts := ofType(envs, loop.EventToolCallStarted)
+	starts := fleettest.OfType(envs, loop.EventToolCallStarted)
 	require.Len(t, starts, 2, "the dangling sleep ran again: %v", fleettest.Types(envs))
 	require.Greater(t, starts[1].Seq, resumed.Seq)
-	require.Len(t, ofType(envs, loop.EventToolCallCompleted), 1)
-	require.Equal(t, "rested", event[*loop.RunCompleted](t, envs[len(envs)-1]).Output)
+	require.Len(t, fleettest.OfType(envs, loop.EventToolCallCompleted), 1)
+	require.Equal(t, "rested", fleettest.Event[*loop.RunCompleted](t, envs[len(envs)-1]).Output)
 	st, err := f.Client.Status(ctx, rep.RunID)
 	require.NoError(t, err)
 	require.Equal(t, "wB", st.Worker)
@@ -191,7 +191,7 @@ func TestHeartbeatFollowsConsumerAckWait(t *testing.T) {
 			waitIdle(t, f, 10*time.Second)
 			envs := runEvents(t, f, rep.RunID)
 			checkOneSubmission(t, rep.RunID, envs)
-			require.Empty(t, ofType(envs, bus.EventRunResumed), "redelivered while running: %v", fleettest.Types(envs))
+			require.Empty(t, fleettest.OfType(envs, bus.EventRunResumed), "redelivered while running: %v", fleettest.Types(envs))
 			info, err = ci.Info(ctx)
 			require.NoError(t, err)
 			require.Equal(t, info.Delivered.Stream, info.Delivered.Consumer, "the run was redelivered")
@@ -237,8 +237,8 @@ func TestTakeoverNakDoesNotDoubleRun(t *testing.T) {
 	waitIdle(t, f, 10*time.Second)
 	envs := runEvents(t, f, rep.RunID)
 	checkOneSubmission(t, rep.RunID, envs)
-	require.Len(t, ofType(envs, bus.EventRunResumed), 1, "a second execution started: %v", fleettest.Types(envs))
-	require.Len(t, ofType(envs, loop.EventToolCallCompleted), 1)
+	require.Len(t, fleettest.OfType(envs, bus.EventRunResumed), 1, "a second execution started: %v", fleettest.Types(envs))
+	require.Len(t, fleettest.OfType(envs, loop.EventToolCallCompleted), 1)
 }
 
 // TestReconnectingWorkerKeepsItsRuns: after a NATS restart, worker B is
@@ -273,7 +273,7 @@ func TestReconnectingWorkerKeepsItsRuns(t *testing.T) {
 
 	envs := f.Events(rep.RunID, 30*time.Second)
 	checkOneSubmission(t, rep.RunID, envs)
-	require.Empty(t, ofType(envs, bus.EventRunResumed), "A's run was taken while A reconnected: %v", fleettest.Types(envs))
+	require.Empty(t, fleettest.OfType(envs, bus.EventRunResumed), "A's run was taken while A reconnected: %v", fleettest.Types(envs))
 	require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type)
 }
 
@@ -304,5 +304,5 @@ func TestStaleOwnerDoesNotReleaseTheNewClaim(t *testing.T) {
 	f.StartWorker(workerConfig(t, f, "w2"))
 	time.Sleep(3 * time.Second)
 	envs := runEvents(t, f, rep.RunID)
-	require.Empty(t, ofType(envs, bus.EventRunResumed), "the stale owner released the delivery: %v", fleettest.Types(envs))
+	require.Empty(t, fleettest.OfType(envs, bus.EventRunResumed), "the stale owner released the delivery: %v", fleettest.Types(envs))
 }

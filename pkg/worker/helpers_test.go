@@ -248,27 +248,6 @@ func waitEvent(t testing.TB, f *fleettest.Fleet, runID string, typ loop.EventTyp
 	}
 }
 
-// event decodes an envelope's event as T.
-func event[T loop.Event](t testing.TB, env *bus.Envelope) T {
-	t.Helper()
-	ev, err := env.Event()
-	require.NoError(t, err)
-	out, ok := ev.(T)
-	require.True(t, ok, "event %s is %T", env.Type, ev)
-	return out
-}
-
-// ofType returns the envelopes of type typ.
-func ofType(envs []*bus.Envelope, typ loop.EventType) []*bus.Envelope {
-	var out []*bus.Envelope
-	for _, e := range envs {
-		if e.Type == typ {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
 // publishRaw publishes a run request straight to <p>.submit.<agent> as a
 // non-Go client would (JetStream publish, optional Nats-Msg-Id) and returns
 // the stream sequence of the ack.

@@ -93,13 +93,13 @@ func TestApprovalParksAndResumesOnDecision(t *testing.T) {
 	envs := f.Events(runID, 15*time.Second)
 	checkOneSubmission(t, runID, envs)
 	t.Logf("events: %v", fleettest.Types(envs))
-	require.Len(t, ofType(envs, bus.EventRunResumed), 1, "%v", fleettest.Types(envs))
-	res := ofType(envs, loop.EventApprovalResolved)
+	require.Len(t, fleettest.OfType(envs, bus.EventRunResumed), 1, "%v", fleettest.Types(envs))
+	res := fleettest.OfType(envs, loop.EventApprovalResolved)
 	require.Len(t, res, 1, "%v", fleettest.Types(envs))
-	require.Equal(t, loop.Approve, event[*loop.ApprovalResolved](t, res[0]).Decision)
-	require.Len(t, ofType(envs, loop.EventToolCallStarted), 1, "the approved tool ran once")
-	require.Equal(t, "done", event[*loop.RunCompleted](t, envs[len(envs)-1]).Output)
-	require.Len(t, ofType(envs, loop.EventRunStarted), 1)
+	require.Equal(t, loop.Approve, fleettest.Event[*loop.ApprovalResolved](t, res[0]).Decision)
+	require.Len(t, fleettest.OfType(envs, loop.EventToolCallStarted), 1, "the approved tool ran once")
+	require.Equal(t, "done", fleettest.Event[*loop.RunCompleted](t, envs[len(envs)-1]).Output)
+	require.Len(t, fleettest.OfType(envs, loop.EventRunStarted), 1)
 
 	waitIdle(t, f, 10*time.Second)
 	e, err := f.Store.Runs().Get(ctx, runID)
@@ -119,20 +119,20 @@ func TestParkedApprovalTimesOut(t *testing.T) {
 
 	envs := f.Events(runID, 15*time.Second)
 	checkOneSubmission(t, runID, envs)
-	req := ofType(envs, loop.EventApprovalRequired)
-	res := ofType(envs, loop.EventApprovalResolved)
+	req := fleettest.OfType(envs, loop.EventApprovalRequired)
+	res := fleettest.OfType(envs, loop.EventApprovalResolved)
 	require.Len(t, res, 1, "%v", fleettest.Types(envs))
-	r := event[*loop.ApprovalResolved](t, res[0])
+	r := fleettest.Event[*loop.ApprovalResolved](t, res[0])
 	require.Equal(t, loop.Reject, r.Decision)
 	require.Contains(t, r.Reason, "approval timeout")
 	wait := res[0].Time.Sub(req[0].Time)
 	require.GreaterOrEqual(t, wait, 2900*time.Millisecond, "denied before the deadline")
 	// Woken at the deadline, the resumed run denies at once: a deadline
 	// restarted on resume would make it wait the whole timeout again.
-	resumed := ofType(envs, bus.EventRunResumed)
+	resumed := fleettest.OfType(envs, bus.EventRunResumed)
 	require.Len(t, resumed, 1, "%v", fleettest.Types(envs))
 	require.Less(t, res[0].Time.Sub(resumed[0].Time), 2*time.Second, "the deadline restarted on resume")
-	require.Empty(t, ofType(envs, loop.EventToolCallStarted))
+	require.Empty(t, fleettest.OfType(envs, loop.EventToolCallStarted))
 	require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type)
 }
 
@@ -150,9 +150,9 @@ func TestCancelParkedRun(t *testing.T) {
 	require.Equal(t, "running", cr.Status)
 	envs := f.Events(runID, 15*time.Second)
 	checkOneSubmission(t, runID, envs)
-	failed := event[*loop.RunFailed](t, envs[len(envs)-1])
+	failed := fleettest.Event[*loop.RunFailed](t, envs[len(envs)-1])
 	require.Equal(t, "RunCancelled", failed.Error.Type)
-	require.Empty(t, ofType(envs, loop.EventToolCallStarted))
+	require.Empty(t, fleettest.OfType(envs, loop.EventToolCallStarted))
 }
 
 // TestParkedRunResubmittedIsInFlight: resubmitting a parked run starts
@@ -201,9 +201,9 @@ func TestWakeWhoseClaimBeatTheWaker(t *testing.T) {
 	require.NoError(t, err)
 	envs := f.Events(runID, 15*time.Second)
 	checkOneSubmission(t, runID, envs)
-	require.Len(t, ofType(envs, loop.EventRunStarted), 1, "%v", fleettest.Types(envs))
-	require.Len(t, ofType(envs, bus.EventRunResumed), 2, "%v", fleettest.Types(envs))
-	require.Len(t, ofType(envs, loop.EventToolCallStarted), 1)
+	require.Len(t, fleettest.OfType(envs, loop.EventRunStarted), 1, "%v", fleettest.Types(envs))
+	require.Len(t, fleettest.OfType(envs, bus.EventRunResumed), 2, "%v", fleettest.Types(envs))
+	require.Len(t, fleettest.OfType(envs, loop.EventToolCallStarted), 1)
 	require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type)
 }
 
@@ -228,7 +228,7 @@ func TestDuplicateRequestOfParkedRunIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	envs := f.Events(runID, 15*time.Second)
 	checkOneSubmission(t, runID, envs)
-	require.Len(t, ofType(envs, loop.EventRunStarted), 1, "%v", fleettest.Types(envs))
+	require.Len(t, fleettest.OfType(envs, loop.EventRunStarted), 1, "%v", fleettest.Types(envs))
 	require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type)
 }
 
@@ -308,6 +308,6 @@ func TestParkedRunOutlivesItsEvents(t *testing.T) {
 	checkOneSubmissionFrom(t, after)
 	require.Equal(t, reached+1, after[0].Seq, "%v", fleettest.Types(after))
 	require.Equal(t, bus.EventRunResumed, after[0].Type)
-	require.Empty(t, ofType(after, loop.EventRunStarted))
+	require.Empty(t, fleettest.OfType(after, loop.EventRunStarted))
 	require.Equal(t, loop.EventRunCompleted, after[len(after)-1].Type)
 }

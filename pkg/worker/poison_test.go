@@ -35,7 +35,7 @@ func TestPoisonRequests(t *testing.T) {
 		envs := f.Events(runID, 10*time.Second)
 		require.Len(t, envs, 1, "run %s: %v", runID, fleettest.Types(envs))
 		checkOneSubmission(t, runID, envs)
-		rf := event[*loop.RunFailed](t, envs[0])
+		rf := fleettest.Event[*loop.RunFailed](t, envs[0])
 		require.Equal(t, typ, rf.Error.Type, "run %s: %+v", runID, rf.Error)
 		require.NotEmpty(t, rf.Error.Message)
 		require.NotEmpty(t, rf.Error.Hint)
@@ -145,7 +145,7 @@ func TestPoisonLeavesOtherRunsAlone(t *testing.T) {
 	seq := publishRaw(t, f, "quick", []byte(`{"input":"x"}`), nats.Header{"Nats-Msg-Id": []string{"bad.id"}})
 	envs := f.Events("run-"+itoa(seq), 10*time.Second)
 	require.Len(t, envs, 1)
-	require.Equal(t, bus.TypeInvalidRequest, event[*loop.RunFailed](t, envs[0]).Error.Type)
+	require.Equal(t, bus.TypeInvalidRequest, fleettest.Event[*loop.RunFailed](t, envs[0]).Error.Type)
 
 	open, err := service.NewAPI(service.Config{Conn: f.Conn, Store: f.Store})
 	require.NoError(t, err)
@@ -153,7 +153,7 @@ func TestPoisonLeavesOtherRunsAlone(t *testing.T) {
 	require.NoError(t, err)
 	envs = f.Events(rep.RunID, 10*time.Second)
 	require.Len(t, envs, 1)
-	require.Equal(t, bus.TypeUnknownAgent, event[*loop.RunFailed](t, envs[0]).Error.Type)
+	require.Equal(t, bus.TypeUnknownAgent, fleettest.Event[*loop.RunFailed](t, envs[0]).Error.Type)
 	require.Eventually(t, func() bool {
 		st, err := f.Client.Status(ctx, rep.RunID)
 		return err == nil && st.Status == bus.StateFailed && st.Error != nil && st.Error.Type == bus.TypeUnknownAgent

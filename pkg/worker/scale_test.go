@@ -67,7 +67,7 @@ func TestScaleThreeWorkers(t *testing.T) {
 		checkOneSubmission(t, id, envs)
 		require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type, "run %s: %v", id, fleettest.Types(envs))
 		require.Len(t, envs, 14, "run %s: %v", id, fleettest.Types(envs))
-		workers[event[*bus.RunStarted](t, envs[0]).Worker]++
+		workers[fleettest.Event[*bus.RunStarted](t, envs[0]).Worker]++
 	}
 	t.Logf("%d runs (%d events) on 3 workers: submitted in %s, all done in %s (%.0f runs/s); runs per worker %v",
 		runs, len(all), submitted.Round(time.Millisecond), elapsed.Round(time.Millisecond), float64(runs)/elapsed.Seconds(), workers)

@@ -45,7 +45,7 @@ func TestStatusAndMetrics(t *testing.T) {
 
 	// Completed: turns and the stored result match run_completed.
 	envs := f.Events(rep.RunID, 10*time.Second)
-	rc := event[*loop.RunCompleted](t, envs[len(envs)-1])
+	rc := fleettest.Event[*loop.RunCompleted](t, envs[len(envs)-1])
 	require.Eventually(t, func() bool {
 		st, err = f.Client.Status(ctx, rep.RunID)
 		return err == nil && st.Status == bus.StateCompleted

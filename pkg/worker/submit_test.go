@@ -142,8 +142,8 @@ func TestConcurrentSubmitSameRunID(t *testing.T) {
 	for _, id := range []string{"twice-api", "twice-raw"} {
 		envs := runEvents(t, f, id)
 		checkOneSubmission(t, id, envs)
-		require.Len(t, ofType(envs, loop.EventRunStarted), 1, "%s: %v", id, fleettest.Types(envs))
-		require.Empty(t, ofType(envs, bus.EventRunResumed), "%s: %v", id, fleettest.Types(envs))
+		require.Len(t, fleettest.OfType(envs, loop.EventRunStarted), 1, "%s: %v", id, fleettest.Types(envs))
+		require.Empty(t, fleettest.OfType(envs, bus.EventRunResumed), "%s: %v", id, fleettest.Types(envs))
 		require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type)
 	}
 }
@@ -237,7 +237,7 @@ func TestQueuedRunWithLostRequestIsEnqueuedAgain(t *testing.T) {
 	waitIdle(t, f, 10*time.Second)
 	envs = runEvents(t, f, "lost-request")
 	checkOneSubmission(t, "lost-request", envs)
-	require.Len(t, ofType(envs, loop.EventRunStarted), 1, "%v", fleettest.Types(envs))
+	require.Len(t, fleettest.OfType(envs, loop.EventRunStarted), 1, "%v", fleettest.Types(envs))
 }
 
 // TestIndexStuckRunningIsRepaired: a worker published a run's terminal
@@ -313,11 +313,11 @@ func TestRestartSurvivesAnEarlyRelease(t *testing.T) {
 
 	f.StartWorker(workerConfig(t, f, "w2"))
 	require.Eventually(t, func() bool {
-		return len(ofType(runEvents(t, f, rep.RunID), loop.EventRunStarted)) == 2
+		return len(fleettest.OfType(runEvents(t, f, rep.RunID), loop.EventRunStarted)) == 2
 	}, 15*time.Second, 50*time.Millisecond, "the restart was replayed instead of run")
 	waitIdle(t, f, 10*time.Second)
 	envs := runEvents(t, f, rep.RunID)
-	require.Len(t, ofType(envs, loop.EventRunCompleted), 2, "%v", fleettest.Types(envs))
+	require.Len(t, fleettest.OfType(envs, loop.EventRunCompleted), 2, "%v", fleettest.Types(envs))
 	require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type)
 }
 
@@ -335,7 +335,7 @@ func TestEventsNameTheirRequest(t *testing.T) {
 	_, err = f.Client.Submit(ctx, &bus.RunRequest{RunID: rep.RunID, Agent: "calc", Input: bus.TextInput("x"), IfRunExists: bus.IfExistsRestart})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		return len(ofType(runEvents(t, f, rep.RunID), loop.EventRunCompleted)) == 2
+		return len(fleettest.OfType(runEvents(t, f, rep.RunID), loop.EventRunCompleted)) == 2
 	}, 15*time.Second, 50*time.Millisecond)
 
 	requests := map[string]int{}
@@ -389,7 +389,7 @@ func TestLostQueuedRequestIsPublishedAgain(t *testing.T) {
 	waitIdle(t, f, 10*time.Second)
 	envs = runEvents(t, f, "dropped")
 	checkOneSubmission(t, "dropped", envs)
-	require.Len(t, ofType(envs, loop.EventRunStarted), 1, "%v", fleettest.Types(envs))
+	require.Len(t, fleettest.OfType(envs, loop.EventRunStarted), 1, "%v", fleettest.Types(envs))
 }
 
 // TestStaleSubmissionRequestIsNotRun: a request that names a submission

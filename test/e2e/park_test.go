@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lovia-fleet/lovia/internal/fleettest"
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/client"
 	"github.com/lovia-fleet/lovia/pkg/loop"
@@ -70,22 +71,12 @@ agents:
 
 	startWorker(t, srv.ClientURL(), agents, workspace, "second", "--park-after", "300ms")
 	envs := completedRun(t, c, rep.RunID, rep.RunID)
-	require.Len(t, ofType(envs, loop.EventRunStarted), 1)
-	require.Len(t, ofType(envs, bus.EventRunResumed), 1)
-	require.Len(t, ofType(envs, loop.EventToolCallStarted), 1)
+	require.Len(t, fleettest.OfType(envs, loop.EventRunStarted), 1)
+	require.Len(t, fleettest.OfType(envs, bus.EventRunResumed), 1)
+	require.Len(t, fleettest.OfType(envs, loop.EventToolCallStarted), 1)
 	require.Equal(t, []string{"shipped"}, readLines(t, filepath.Join(workspace, "deploys.txt")))
-	resumed := ofType(envs, bus.EventRunResumed)[0]
+	resumed := fleettest.OfType(envs, bus.EventRunResumed)[0]
 	ev, err := resumed.Event()
 	require.NoError(t, err)
 	require.Equal(t, "second", ev.(*bus.RunResumed).Worker)
-}
-
-func ofType(envs []*bus.Envelope, typ loop.EventType) []*bus.Envelope {
-	var out []*bus.Envelope
-	for _, e := range envs {
-		if e.Type == typ {
-			out = append(out, e)
-		}
-	}
-	return out
 }
