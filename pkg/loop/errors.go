@@ -25,6 +25,15 @@ var (
 	ErrNoSnapshot        = errors.New("no snapshot")
 	ErrFenced            = errors.New("checkpoint fenced: another writer owns this run")
 	ErrMailboxTokenEmpty = errors.New("mailbox token is empty")
+	// ErrUnavailable: a store the run depends on (its Checkpointer,
+	// Mailbox or Session) is unavailable for now — a broker outage, a
+	// leader election, a cluster not formed yet — and its own retries ran
+	// out. The run is interrupted, not failed: it stops without a terminal
+	// event and without a terminal checkpoint, so that its last checkpoint
+	// stays resumable, and RunHandle.Result returns the store's error,
+	// which matches ErrUnavailable. Stores mark their transient errors with
+	// it (errors.Is); the loop never decides it from a call site.
+	ErrUnavailable = errors.New("a store the run depends on is unavailable for now: the run is interrupted, not failed")
 )
 
 // ErrorInfo is the JSON-safe description of an error, as carried by
@@ -254,7 +263,7 @@ func Describe(err error) ErrorInfo {
 func interruptedStatus(err error) bool {
 	var pe *ProviderError
 	switch {
-	case errors.Is(err, ErrCancelled), errors.Is(err, ErrMaxTurns), errors.Is(err, ErrBudget),
+	case errors.Is(err, ErrCancelled), errors.Is(err, ErrMaxTurns), errors.Is(err, ErrBudget), errors.Is(err, ErrUnavailable),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return true
 	case errors.Is(err, ErrContextOverflow):

@@ -293,6 +293,10 @@ func (ru *run) replay(snap *Snapshot) (*RunResult, error) {
 		ru.opts.parent.AddUsage(snap.Usage)
 	}
 	if err := ru.replaySideEffects(snap, entries); err != nil {
+		if errors.Is(err, ErrUnavailable) {
+			ru.log.Warn("replay interrupted: a store is unavailable; stopping without a terminal event", "error", err)
+			return nil, err
+		}
 		_ = ru.emitRaw(&RunFailed{Error: Describe(err), Err: err})
 		return nil, err
 	}
@@ -325,14 +329,22 @@ func (ru *run) replaySideEffects(snap *Snapshot, entries []Entry) error {
 }
 
 // fail handles an error raised after RunStarted: terminal snapshot, usage
-// folding, and RunFailed (except for abandonment, fencing and task
-// cancellation).
+// folding, and RunFailed (except for abandonment, fencing, an unavailable
+// store and task cancellation).
 func (ru *run) fail(err error) error {
 	if errors.Is(err, errAbandon) || ru.abandoned {
 		return ErrAbandoned
 	}
 	if errors.Is(err, ErrFenced) {
 		ru.log.Warn("run stopped: checkpoint fenced by another writer", "error", err)
+		return err
+	}
+	if errors.Is(err, ErrUnavailable) && ru.parent.Err() == nil && ru.cancel.Err() == nil {
+		// A broker outage is not the run's fault: no terminal event, and no
+		// terminal checkpoint (the store is the thing that is down); the last
+		// checkpoint stays "running" for whoever resumes the run.
+		ru.log.Warn("run interrupted: a store it depends on is unavailable; stopping without a terminal event", "error", err)
+		ru.foldUsage()
 		return err
 	}
 	taskCancelled := ru.parent.Err() != nil && ru.cancel.Err() == nil
