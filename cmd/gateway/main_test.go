@@ -17,7 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/lovia-fleet/lovia/internal/cli"
-	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/broker"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -33,7 +33,7 @@ func TestBadUsage(t *testing.T) {
 
 func TestRunServesUntilCancelled(t *testing.T) {
 	t.Parallel()
-	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: t.TempDir()})
+	srv, err := broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: t.TempDir()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
 	agents := filepath.Join(t.TempDir(), "agents.yaml")

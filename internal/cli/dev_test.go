@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lovia-fleet/lovia/pkg/broker"
 	"github.com/lovia-fleet/lovia/pkg/bus"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestDevSizesTheClaimLimit(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: dir, Port: -1})
+	srv, err := broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: dir, Port: -1})
 	require.NoError(t, err)
 	nc, err := srv.Connect()
 	require.NoError(t, err)

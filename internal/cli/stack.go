@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/lovia-fleet/lovia/pkg/broker"
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/catalog"
 	"github.com/lovia-fleet/lovia/pkg/loop"
@@ -245,7 +246,7 @@ func runDev(ctx context.Context, env *Env, args []string) int {
 	if err := os.MkdirAll(*data, 0o755); err != nil {
 		return fail(env.Stderr, err)
 	}
-	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: *data, Port: *natsPort, ServerName: "lovia-dev"})
+	srv, err := broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: *data, Port: *natsPort, ServerName: "lovia-dev"})
 	if err != nil {
 		return fail(env.Stderr, fmt.Errorf("embedded NATS on port %d: %w (use --nats-port to pick another)", *natsPort, err))
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/lovia-fleet/lovia/pkg/broker"
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/catalog"
 	"github.com/lovia-fleet/lovia/pkg/client"
@@ -28,7 +29,7 @@ import (
 // Fleet is a running test fleet.
 type Fleet struct {
 	T         testing.TB
-	Server    *bus.Embedded
+	Server    *broker.Embedded
 	Conn      *nats.Conn
 	JS        jetstream.JetStream
 	Store     *store.Store
@@ -115,7 +116,7 @@ func Start(t testing.TB, o Options) *Fleet {
 // startServer starts the embedded server on the fleet's store directory and
 // port (a free one the first time).
 func (f *Fleet) startServer() {
-	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: f.storeDir, Port: f.port})
+	srv, err := broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: f.storeDir, Port: f.port})
 	if err != nil {
 		f.T.Fatal(err)
 	}

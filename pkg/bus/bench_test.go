@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lovia-fleet/lovia/pkg/broker"
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/loop"
 )
@@ -71,7 +72,7 @@ func BenchmarkTail(b *testing.B) {
 
 func provisionedB(b *testing.B) *testBundle {
 	b.Helper()
-	emb, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: b.TempDir(), Port: -1})
+	emb, err := broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: b.TempDir(), Port: -1})
 	require.NoError(b, err)
 	nc, err := emb.Connect()
 	require.NoError(b, err)

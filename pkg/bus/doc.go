@@ -1,8 +1,9 @@
 // Package bus is the NATS layer of Lovia Fleet: subject, stream and bucket
-// names, codecs, provisioning, an embedded server for development and tests,
-// and publishing and tailing run events. It implements the wire contract of
-// PROTOCOL.md and knows nothing of agent semantics: it moves the loop's
-// events and entries (package loop) without interpreting them.
+// names, codecs, provisioning, and publishing and tailing run events. It
+// implements the wire contract of PROTOCOL.md and knows nothing of agent
+// semantics: it moves the loop's events and entries (package loop) without
+// interpreting them. It is a client of NATS only; the embedded server and
+// the in-process cluster for development and tests are package broker.
 //
 // # Names
 //
@@ -84,14 +85,6 @@
 //	tail, err := tailer.Tail(ctx, runID, bus.FromSeq(lastSeen+1))
 //	defer tail.Close(ctx)
 //	for env, err := range tail.All(ctx) { … }
-//
-// # Servers for development and tests
-//
-// [StartEmbedded] runs a JetStream server in process, listening on a port
-// or on nothing at all ([EmbeddedConfig.Port] -1; connect with
-// [Embedded.Connect]). [StartCluster] runs a 3-node cluster on loopback for
-// failover tests, with [Cluster.Kill], [Cluster.Restart],
-// [Cluster.StreamLeader] and [Cluster.WaitReady].
 //
 // # Errors
 //

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/lovia-fleet/lovia/pkg/broker"
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/loop"
 )
@@ -47,7 +48,7 @@ func Example() {
 
 	dir, _ := os.MkdirTemp("", "lovia-example")
 	defer os.RemoveAll(dir)
-	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: dir, Port: -1}) // in-process only
+	srv, err := broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: dir, Port: -1}) // in-process only
 	if err != nil {
 		panic(err)
 	}

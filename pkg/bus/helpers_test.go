@@ -9,13 +9,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lovia-fleet/lovia/pkg/broker"
 	"github.com/lovia-fleet/lovia/pkg/bus"
 )
 
 // testBundle is what most tests need: a server of their own, a connection
 // and a JetStream context.
 type testBundle struct {
-	emb   *bus.Embedded
+	emb   *broker.Embedded
 	nc    *nats.Conn
 	js    jetstream.JetStream
 	names bus.Names
@@ -24,7 +25,7 @@ type testBundle struct {
 // setup starts an embedded server for one test and tears it down after.
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	emb, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: t.TempDir()})
+	emb, err := broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: t.TempDir()})
 	require.NoError(t, err)
 	nc, err := emb.Connect()
 	require.NoError(t, err)

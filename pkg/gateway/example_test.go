@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/lovia-fleet/lovia/pkg/broker"
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/catalog"
 	"github.com/lovia-fleet/lovia/pkg/client"
@@ -26,7 +27,7 @@ func Example() {
 	ctx := context.Background()
 	dir := must(os.MkdirTemp("", "lovia-example"))
 	defer os.RemoveAll(dir)
-	srv := must(bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: dir}))
+	srv := must(broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: dir}))
 	defer srv.Shutdown(ctx)
 	nc := must(srv.Connect())
 	defer nc.Close()

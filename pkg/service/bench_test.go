@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/lovia-fleet/lovia/pkg/broker"
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/catalog"
 	"github.com/lovia-fleet/lovia/pkg/client"
@@ -22,7 +23,7 @@ import (
 func BenchmarkSubmit(b *testing.B) {
 	ctx := context.Background()
 	dir := b.TempDir()
-	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: dir, Port: -1})
+	srv, err := broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: dir, Port: -1})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/broker"
 )
 
 // The object store publishes asynchronously; nats.go v1.55.0 can leave its
@@ -22,7 +22,7 @@ func TestMain(m *testing.M) {
 
 // server is one embedded NATS server for one test.
 type server struct {
-	emb *bus.Embedded
+	emb *broker.Embedded
 	cfg Config
 }
 
@@ -30,7 +30,7 @@ type server struct {
 // t.TempDir) with the buckets of cfg, and shuts it down in t.Cleanup.
 func startServer(t testing.TB, cfg Config) *server {
 	t.Helper()
-	emb, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: t.TempDir()})
+	emb, err := broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: t.TempDir()})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

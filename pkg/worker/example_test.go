@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/lovia-fleet/lovia/pkg/broker"
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/catalog"
 	"github.com/lovia-fleet/lovia/pkg/client"
@@ -27,7 +28,7 @@ func Example() {
 	defer cancel()
 	dir := must(os.MkdirTemp("", "lovia-example"))
 	defer os.RemoveAll(dir)
-	srv := must(bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: dir, Port: -1})) // in-process only
+	srv := must(broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: dir, Port: -1})) // in-process only
 	defer srv.Shutdown(context.Background())
 	nc := must(srv.Connect())
 	defer nc.Close()

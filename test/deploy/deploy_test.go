@@ -151,9 +151,9 @@ func TestClusterProvisionsR3(t *testing.T) {
 }
 
 // startCluster starts the nodes of deploy/nats and waits until JetStream
-// has a meta leader that sees every node, as bus.StartCluster does. A
+// has a meta leader that sees every node, as broker.StartCluster does. A
 // route port picked free may be taken before its node binds it, so it
-// starts again on fresh ports (as bus.StartCluster does).
+// starts again on fresh ports (as broker.StartCluster does).
 func startCluster(t *testing.T) []*server.Server {
 	t.Helper()
 	var lastErr error
@@ -182,7 +182,7 @@ func tryStartCluster(t *testing.T) ([]*server.Server, error) {
 			s.WaitForShutdown()
 		}
 	}
-	// One after the other, as bus.StartCluster and nats-server's own
+	// One after the other, as broker.StartCluster and nats-server's own
 	// cluster tests do.
 	for _, n := range nodeNames {
 		o := parseNode(t, n)
@@ -218,7 +218,7 @@ func tryStartCluster(t *testing.T) ([]*server.Server, error) {
 	return servers, nil
 }
 
-// clusterReady is bus.Cluster's readiness test: every node healthy, and the
+// clusterReady is broker.Cluster's readiness test: every node healthy, and the
 // meta leader sees every node as a peer (until it does, an R3 create fails
 // with "peer offline").
 func clusterReady(servers []*server.Server) bool {

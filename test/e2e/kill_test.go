@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lovia-fleet/lovia/pkg/broker"
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/client"
 	"github.com/lovia-fleet/lovia/pkg/loop"
@@ -71,9 +72,9 @@ func startWorker(t *testing.T, url, agents, workspace, id string, extra ...strin
 
 // startNATS starts a NATS server (JetStream on, temp store, a free port)
 // with the fleet's streams provisioned (ack wait 30s), and connects to it.
-func startNATS(t *testing.T) (*bus.Embedded, *nats.Conn, jetstream.JetStream) {
+func startNATS(t *testing.T) (*broker.Embedded, *nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: t.TempDir()})
+	srv, err := broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: t.TempDir()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
 	nc, err := nats.Connect(srv.ClientURL())

@@ -1,4 +1,4 @@
-package bus
+package broker
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/lovia-fleet/lovia/pkg/bus"
 )
 
 // ClusterConfig configures StartCluster. It needs no testing.T, so tools
@@ -35,10 +37,14 @@ type ClusterConfig struct {
 // WithDefaults returns c with every zero field set to its default.
 func (c ClusterConfig) WithDefaults() ClusterConfig {
 	if c.Name == "" {
-		c.Name = DefaultPrefix
+		c.Name = bus.DefaultPrefix
 	}
-	c.Nodes = orInt(c.Nodes, 3)
-	c.ReadyTimeout = orDuration(c.ReadyTimeout, 20*time.Second)
+	if c.Nodes == 0 {
+		c.Nodes = 3
+	}
+	if c.ReadyTimeout == 0 {
+		c.ReadyTimeout = 20 * time.Second
+	}
 	return c
 }
 
@@ -46,8 +52,8 @@ func (c ClusterConfig) validate() error {
 	switch {
 	case c.StoreDir == "":
 		return configError("StoreDir", "is required")
-	case ValidateID("name", c.Name) != nil:
-		return configError("Name", "%v", ValidateID("name", c.Name))
+	case bus.ValidateID("name", c.Name) != nil:
+		return configError("Name", "%v", bus.ValidateID("name", c.Name))
 	case c.Nodes < 1 || c.Nodes > 9:
 		return configError("Nodes", "%d is not 1–9", c.Nodes)
 	case c.ReadyTimeout <= 0:
@@ -132,7 +138,7 @@ func startCluster(cfg ClusterConfig) (*Cluster, error) {
 	for _, n := range c.nodes {
 		if n.emb, err = StartEmbedded(n.cfg); err != nil {
 			c.Shutdown(context.Background())
-			return nil, fmt.Errorf("bus: start cluster: node %s: %w", n.name, err)
+			return nil, fmt.Errorf("broker: start cluster: node %s: %w", n.name, err)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.ReadyTimeout)
@@ -156,7 +162,7 @@ func freePorts(n int) ([]int, error) {
 	for range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return nil, fmt.Errorf("bus: start cluster: pick a free port: %w", err)
+			return nil, fmt.Errorf("broker: start cluster: pick a free port: %w", err)
 		}
 		ls = append(ls, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
@@ -177,7 +183,7 @@ func (c *Cluster) WaitReady(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("bus: cluster %s: no JetStream meta leader: %w", c.cfg.Name, context.Cause(ctx))
+			return fmt.Errorf("broker: cluster %s: no JetStream meta leader: %w", c.cfg.Name, context.Cause(ctx))
 		case <-tick.C:
 		}
 	}
@@ -283,7 +289,7 @@ func (c *Cluster) Restart(i int) error {
 	}
 	emb, err := StartEmbedded(n.cfg)
 	if err != nil {
-		return fmt.Errorf("bus: restart node %s: %w", n.name, err)
+		return fmt.Errorf("broker: restart node %s: %w", n.name, err)
 	}
 	c.mu.Lock()
 	n.emb = emb

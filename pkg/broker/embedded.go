@@ -1,4 +1,4 @@
-package bus
+package broker
 
 import (
 	"context"
@@ -102,17 +102,18 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
-		return nil, fmt.Errorf("bus: embedded server: %w", err)
+		return nil, fmt.Errorf("broker: embedded server: %w", err)
 	}
 	srv.Start()
 	if !srv.ReadyForConnections(cfg.ReadyTimeout) {
 		srv.Shutdown()
-		return nil, fmt.Errorf("bus: embedded server: not ready after %s (is port %d in use?)", cfg.ReadyTimeout, cfg.Port)
+		return nil, fmt.Errorf("broker: embedded server: not ready after %s (is port %d in use?)", cfg.ReadyTimeout, cfg.Port)
 	}
 	return &Embedded{srv: srv}, nil
 }
 
-// ClientURL is the URL clients connect to (empty when not listening).
+// ClientURL is the URL clients connect to. A server started with Port -1
+// listens on nothing: connect with [Embedded.Connect] instead.
 func (e *Embedded) ClientURL() string { return e.srv.ClientURL() }
 
 // Server returns the underlying server.
@@ -137,6 +138,6 @@ func (e *Embedded) Shutdown(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("bus: embedded server shutdown: %w", ctx.Err())
+		return fmt.Errorf("broker: embedded server shutdown: %w", ctx.Err())
 	}
 }

@@ -1,4 +1,4 @@
-package bus_test
+package broker_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/broker"
 )
 
 func TestEmbedded(t *testing.T) {
@@ -16,8 +16,10 @@ func TestEmbedded(t *testing.T) {
 
 	t.Run("listens on a random port", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		url := b.emb.ClientURL()
+		emb, err := broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: t.TempDir()})
+		require.NoError(t, err)
+		defer emb.Shutdown(context.Background())
+		url := emb.ClientURL()
 		require.Contains(t, url, "nats://127.0.0.1:")
 		nc, err := nats.Connect(url)
 		require.NoError(t, err)
@@ -27,7 +29,7 @@ func TestEmbedded(t *testing.T) {
 
 	t.Run("in-process only", func(t *testing.T) {
 		t.Parallel()
-		emb, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1})
+		emb, err := broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1})
 		require.NoError(t, err)
 		defer emb.Shutdown(context.Background())
 		nc, err := emb.Connect()
@@ -38,12 +40,12 @@ func TestEmbedded(t *testing.T) {
 
 	t.Run("config is checked", func(t *testing.T) {
 		t.Parallel()
-		_, err := bus.StartEmbedded(bus.EmbeddedConfig{})
-		require.ErrorIs(t, err, bus.ErrInvalidConfig)
+		_, err := broker.StartEmbedded(broker.EmbeddedConfig{})
+		require.ErrorIs(t, err, broker.ErrInvalidConfig)
 		require.ErrorContains(t, err, "StoreDir")
-		_, err = bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1, ClusterName: "c"})
+		_, err = broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1, ClusterName: "c"})
 		require.ErrorContains(t, err, "Port")
-		d := bus.EmbeddedConfig{}.WithDefaults()
+		d := broker.EmbeddedConfig{}.WithDefaults()
 		require.Equal(t, "127.0.0.1", d.Host)
 		require.Equal(t, 10*time.Second, d.ReadyTimeout)
 	})

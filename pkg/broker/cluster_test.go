@@ -1,4 +1,4 @@
-package bus_test
+package broker_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lovia-fleet/lovia/pkg/broker"
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/loop"
 )
@@ -23,7 +24,7 @@ func TestClusterFailover(t *testing.T) {
 		t.Skip("starts a 3-node cluster")
 	}
 	start := time.Now()
-	c, err := bus.StartCluster(bus.ClusterConfig{StoreDir: t.TempDir()})
+	c, err := broker.StartCluster(broker.ClusterConfig{StoreDir: t.TempDir()})
 	require.NoError(t, err)
 	t.Logf("cluster ready in %s", time.Since(start))
 	t.Cleanup(func() {
@@ -62,7 +63,7 @@ func TestClusterFailover(t *testing.T) {
 	require.NoError(t, err)
 	publish := func(n int) {
 		for range n {
-			_, err := rp.Publish(ctx, delta("x"))
+			_, err := rp.Publish(ctx, &loop.TextDelta{EventHeader: loop.EventHeader{Agent: "demo", Turn: 1}, Delta: "x"})
 			require.NoError(t, err)
 		}
 		require.NoError(t, rp.Flush(ctx))
@@ -101,14 +102,18 @@ func TestClusterFailover(t *testing.T) {
 		require.NoError(t, err)
 		seqs = append(seqs, env.Seq)
 	}
-	require.Equal(t, seqRange(1, 101), seqs)
+	want := make([]uint64, 101)
+	for i := range want {
+		want[i] = uint64(i + 1)
+	}
+	require.Equal(t, want, seqs)
 }
 
 func TestClusterConfigValidate(t *testing.T) {
 	t.Parallel()
-	_, err := bus.StartCluster(bus.ClusterConfig{})
-	require.ErrorIs(t, err, bus.ErrInvalidConfig)
+	_, err := broker.StartCluster(broker.ClusterConfig{})
+	require.ErrorIs(t, err, broker.ErrInvalidConfig)
 	require.Contains(t, err.Error(), "StoreDir")
-	_, err = bus.StartCluster(bus.ClusterConfig{StoreDir: t.TempDir(), Nodes: 12})
+	_, err = broker.StartCluster(broker.ClusterConfig{StoreDir: t.TempDir(), Nodes: 12})
 	require.ErrorContains(t, err, "Nodes")
 }

@@ -1,4 +1,4 @@
-package bus
+package broker
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 func parseRoute(s string) (*url.URL, error) {
 	u, err := url.Parse(s)
 	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("bus: route %q: want nats-route://host:port", s)
+		return nil, fmt.Errorf("broker: route %q: want nats-route://host:port", s)
 	}
 	return u, nil
 }
