@@ -123,6 +123,19 @@ func (r *ApproveRequest) Validate() error {
 	return nil
 }
 
+// ApproveReply is the reply of an approval: the decision in force.
+type ApproveReply struct {
+	RunID    string        `json:"run_id" msgpack:"run_id"`
+	CallID   string        `json:"call_id" msgpack:"call_id"`
+	Decision loop.Decision `json:"decision" msgpack:"decision"`
+	Reason   string        `json:"reason,omitempty" msgpack:"reason,omitempty"`
+	// Accepted is false when an earlier decision for the call stands.
+	Accepted bool `json:"accepted" msgpack:"accepted"`
+}
+
+// Validate accepts any reply.
+func (r *ApproveReply) Validate() error { return nil }
+
 // CancelRequest is the body of <p>.api.run.<run_id>.cancel.
 type CancelRequest struct {
 	Reason string `json:"reason,omitempty" msgpack:"reason,omitempty"`
@@ -130,6 +143,17 @@ type CancelRequest struct {
 
 // Validate accepts any reason.
 func (r *CancelRequest) Validate() error { return nil }
+
+// CancelReply is the reply of a cancel: whether the run was still live to
+// cancel, and its status.
+type CancelReply struct {
+	RunID     string `json:"run_id" msgpack:"run_id"`
+	Cancelled bool   `json:"cancelled" msgpack:"cancelled"`
+	Status    string `json:"status" msgpack:"status"`
+}
+
+// Validate accepts any reply.
+func (r *CancelReply) Validate() error { return nil }
 
 // InjectRequest is the body of <p>.api.run.<run_id>.inject: a steering
 // message for the run's next turn.

@@ -18,7 +18,6 @@ import (
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/loop"
-	"github.com/lovia-fleet/lovia/pkg/service"
 )
 
 // Options configures a Client.
@@ -145,12 +144,12 @@ func (c *Client) Status(ctx context.Context, runID string) (*bus.StatusReply, er
 }
 
 // Approve decides a gated call.
-func (c *Client) Approve(ctx context.Context, runID, callID string, d loop.Decision, reason string) (*service.ApproveReply, error) {
+func (c *Client) Approve(ctx context.Context, runID, callID string, d loop.Decision, reason string) (*bus.ApproveReply, error) {
 	subj, err := c.runSubject(runID, bus.OpApprove)
 	if err != nil {
 		return nil, err
 	}
-	var rep service.ApproveReply
+	var rep bus.ApproveReply
 	if err := c.request(ctx, subj, &bus.ApproveRequest{CallID: callID, Decision: d, Reason: reason}, &rep, false); err != nil {
 		return nil, err
 	}
@@ -158,12 +157,12 @@ func (c *Client) Approve(ctx context.Context, runID, callID string, d loop.Decis
 }
 
 // Cancel asks a run to stop.
-func (c *Client) Cancel(ctx context.Context, runID, reason string) (*service.CancelReply, error) {
+func (c *Client) Cancel(ctx context.Context, runID, reason string) (*bus.CancelReply, error) {
 	subj, err := c.runSubject(runID, bus.OpCancel)
 	if err != nil {
 		return nil, err
 	}
-	var rep service.CancelReply
+	var rep bus.CancelReply
 	if err := c.request(ctx, subj, &bus.CancelRequest{Reason: reason}, &rep, false); err != nil {
 		return nil, err
 	}

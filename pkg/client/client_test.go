@@ -285,7 +285,7 @@ func TestApprove(t *testing.T) {
 
 	ar, err := f.Client.Approve(ctx, rep.RunID, "c1", loop.Approve, "looks good")
 	require.NoError(t, err)
-	require.Equal(t, service.ApproveReply{RunID: rep.RunID, CallID: "c1", Decision: loop.Approve, Reason: "looks good", Accepted: true}, *ar)
+	require.Equal(t, bus.ApproveReply{RunID: rep.RunID, CallID: "c1", Decision: loop.Approve, Reason: "looks good", Accepted: true}, *ar)
 
 	again, err := f.Client.Approve(ctx, rep.RunID, "c1", loop.Reject, "too late")
 	if err == nil {
@@ -322,7 +322,7 @@ func TestCancel(t *testing.T) {
 
 	cr, err := f.Client.Cancel(ctx, rep.RunID, "user pressed stop")
 	require.NoError(t, err)
-	require.Equal(t, service.CancelReply{RunID: rep.RunID, Cancelled: true, Status: "running"}, *cr)
+	require.Equal(t, bus.CancelReply{RunID: rep.RunID, Cancelled: true, Status: "running"}, *cr)
 
 	envs := tailAll(t, f.Client, rep.RunID)
 	require.Len(t, fleettest.OfType(envs, loop.EventRunFailed), 1, "types %v", fleettest.Types(envs))
@@ -337,7 +337,7 @@ func TestCancel(t *testing.T) {
 
 	again, err := f.Client.Cancel(ctx, rep.RunID, "again")
 	require.NoError(t, err)
-	require.Equal(t, service.CancelReply{RunID: rep.RunID, Cancelled: false, Status: "failed"}, *again)
+	require.Equal(t, bus.CancelReply{RunID: rep.RunID, Cancelled: false, Status: "failed"}, *again)
 
 	_, err = f.Client.Cancel(ctx, "ghost", "")
 	apiError(t, err, bus.TypeNotFound)

@@ -406,21 +406,8 @@ func (a *API) notify(runID string) {
 	}
 }
 
-// ApproveReply is the reply of an approval: the decision in force.
-type ApproveReply struct {
-	RunID    string        `json:"run_id" msgpack:"run_id"`
-	CallID   string        `json:"call_id" msgpack:"call_id"`
-	Decision loop.Decision `json:"decision" msgpack:"decision"`
-	Reason   string        `json:"reason,omitempty" msgpack:"reason,omitempty"`
-	// Accepted is false when an earlier decision for the call stands.
-	Accepted bool `json:"accepted" msgpack:"accepted"`
-}
-
-// Validate implements bus.Control.
-func (r *ApproveReply) Validate() error { return nil }
-
 // Approve persists a decision for a gated call.
-func (a *API) Approve(ctx context.Context, runID string, req *bus.ApproveRequest) (*ApproveReply, error) {
+func (a *API) Approve(ctx context.Context, runID string, req *bus.ApproveRequest) (*bus.ApproveReply, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
 	defer cancel()
 	if err := req.Validate(); err != nil {
@@ -439,21 +426,11 @@ func (a *API) Approve(ctx context.Context, runID string, req *bus.ApproveRequest
 		// belongs to the submission that ended.
 		created = false
 	}
-	return &ApproveReply{RunID: runID, CallID: req.CallID, Decision: d.Decision, Reason: d.Reason, Accepted: created}, nil
+	return &bus.ApproveReply{RunID: runID, CallID: req.CallID, Decision: d.Decision, Reason: d.Reason, Accepted: created}, nil
 }
-
-// CancelReply is the reply of a cancel.
-type CancelReply struct {
-	RunID     string `json:"run_id" msgpack:"run_id"`
-	Cancelled bool   `json:"cancelled" msgpack:"cancelled"`
-	Status    string `json:"status" msgpack:"status"`
-}
-
-// Validate implements bus.Control.
-func (r *CancelReply) Validate() error { return nil }
 
 // Cancel persists a cancel request.
-func (a *API) Cancel(ctx context.Context, runID string, req *bus.CancelRequest) (*CancelReply, error) {
+func (a *API) Cancel(ctx context.Context, runID string, req *bus.CancelRequest) (*bus.CancelReply, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
 	defer cancel()
 	rec, err := a.liveRun(ctx, runID, false)
@@ -461,7 +438,7 @@ func (a *API) Cancel(ctx context.Context, runID string, req *bus.CancelRequest) 
 		return nil, err
 	}
 	if rec.Status.Ended() {
-		return &CancelReply{RunID: runID, Cancelled: false, Status: string(rec.Status)}, nil
+		return &bus.CancelReply{RunID: runID, Cancelled: false, Status: string(rec.Status)}, nil
 	}
 	if _, err := a.cfg.Store.Control().RequestCancel(ctx, runID, rec.Submissions, req.Reason); err != nil {
 		return nil, err
@@ -469,9 +446,9 @@ func (a *API) Cancel(ctx context.Context, runID string, req *bus.CancelRequest) 
 	if !a.delivered(ctx, runID, rec.Submissions) {
 		// The run ended and was submitted again meanwhile: the cancel
 		// belongs to the submission that ended.
-		return &CancelReply{RunID: runID, Cancelled: false, Status: string(store.RunFailed)}, nil
+		return &bus.CancelReply{RunID: runID, Cancelled: false, Status: string(store.RunFailed)}, nil
 	}
-	return &CancelReply{RunID: runID, Cancelled: true, Status: string(wireState(rec.Status))}, nil
+	return &bus.CancelReply{RunID: runID, Cancelled: true, Status: string(wireState(rec.Status))}, nil
 }
 
 // delivered makes a control record just stored for the run's given
