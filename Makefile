@@ -4,15 +4,19 @@ BIN     ?= bin
 # Fuzz time per target inside `make test` (brief; `make fuzz FUZZTIME=1m` for longer).
 FUZZTIME ?= 3s
 
-.PHONY: run test race unit bench lint build fuzz fmt clean
+.PHONY: run test race unit bench lint build fuzz fmt clean npm-deps
 
 ## run: start the whole thing on an embedded default
 run:
 	$(GO) run ./cmd/cli dev
 
 ## test: vet, format check, race-enabled tests, brief fuzzing of the decoders
-test: lint race
+test: npm-deps lint race
 	@FUZZ_SKIP='pkg/provider' ./scripts/fuzz.sh $(FUZZTIME)
+
+## npm-deps: the MCP servers the tests run against (pinned in test/mcp-servers)
+npm-deps:
+	@./scripts/npm-deps.sh
 
 ## race: all tests with the race detector
 race:
