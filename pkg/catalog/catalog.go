@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"regexp"
 	"sort"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/lovia-fleet/lovia/pkg/loop"
 	"github.com/lovia-fleet/lovia/pkg/loop/scripted"
 	"github.com/lovia-fleet/lovia/pkg/tools"
+	"github.com/lovia-fleet/lovia/pkg/tools/mcp"
 )
 
 // DefaultApprovalTimeout is the approval timeout of agents that set none.
@@ -27,6 +29,14 @@ type Options struct {
 	Tools tools.Set
 	// Registry resolves model strings (demo, openai:…, anthropic:…, bare).
 	Registry *loop.Registry
+	// MCP provides the tools of the file's MCP servers (an mcp.Manager
+	// started for [File.Servers]). Required when the file declares MCP
+	// servers, unless MCPUnresolved is set.
+	MCP ToolSource
+	// MCPUnresolved builds agents without their MCP tools and accepts MCP
+	// tool names without checking them, for processes that list agents but
+	// never run them (the gateway).
+	MCPUnresolved bool
 }
 
 // Agent is one ready agent with its fleet settings.
@@ -79,15 +89,42 @@ func nonNil(s []string) []string {
 
 // Load reads and builds an agents file.
 func Load(path string, opts Options) (*Catalog, error) {
-	data, err := os.ReadFile(path)
+	f, err := ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("agents file: %w", err)
+		return nil, err
 	}
-	c, err := Parse(data, opts)
+	c, err := Build(f, opts)
 	if err != nil {
 		return nil, fmt.Errorf("agents file %s: %w", path, err)
 	}
 	return c, nil
+}
+
+// ReadFile reads and decodes an agents file without building it: a worker
+// reads it first to start the MCP servers it declares ([File.Servers]),
+// then builds it with [Build].
+func ReadFile(path string) (File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return File{}, fmt.Errorf("agents file: %w", err)
+	}
+	f, err := Decode(data)
+	if err != nil {
+		return File{}, fmt.Errorf("agents file %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// Decode decodes an agents file (unknown keys are errors naming the known
+// ones).
+func Decode(data []byte) (File, error) {
+	var f File
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		return File{}, explainYAML(err)
+	}
+	return f, nil
 }
 
 // DemoSpec is the built-in demo agent.
@@ -105,11 +142,9 @@ func Default(opts Options) (*Catalog, error) {
 
 // Parse builds agents from YAML (unknown fields are errors).
 func Parse(data []byte, opts Options) (*Catalog, error) {
-	var f File
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("invalid YAML: %w", err)
+	f, err := Decode(data)
+	if err != nil {
+		return nil, err
 	}
 	return Build(f, opts)
 }
@@ -121,6 +156,17 @@ func Build(f File, opts Options) (*Catalog, error) {
 	if len(f.Agents) == 0 {
 		return nil, errors.New("no agents: the file needs an `agents:` list with at least one agent")
 	}
+	servers, err := f.Servers()
+	if err != nil {
+		return nil, err
+	}
+	if len(servers) > 0 && opts.MCP == nil && !opts.MCPUnresolved {
+		return nil, fmt.Errorf("the file declares MCP servers (%s) but no MCP tool source is configured: start an mcp.Manager for File.Servers() and pass it as Options.MCP", strings.Join(sortedKeys(servers), ", "))
+	}
+	if opts.MCPUnresolved {
+		opts.MCP = nil
+	}
+	shared := sortedKeys(f.MCPServers)
 	c := &Catalog{agents: map[string]*Agent{}}
 	var errs []error
 	for i, s := range f.Agents {
@@ -136,7 +182,9 @@ func Build(f File, opts Options) (*Catalog, error) {
 			errs = append(errs, fmt.Errorf("%s: defined twice", where))
 			continue
 		}
-		a, err := build(s, opts)
+		visible := append(append([]string(nil), shared...), sortedKeys(s.MCPServers)...)
+		sort.Strings(visible)
+		a, err := build(s, visible, opts)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", where, err))
 			continue
@@ -172,7 +220,7 @@ func (c *Catalog) namesSorted() []string {
 	return n
 }
 
-func build(s Spec, opts Options) (*Agent, error) {
+func build(s Spec, visible []string, opts Options) (*Agent, error) {
 	a := &loop.Agent{Name: s.Name, Instructions: s.Instructions}
 	switch {
 	case s.Model == "":
@@ -199,25 +247,46 @@ func build(s Spec, opts Options) (*Agent, error) {
 		}
 		a.Provider = p
 	}
-	approval := map[string]bool{}
-	for _, n := range s.Approval {
-		approval[n] = true
+	sel, err := selectTools(s, visible, opts)
+	if err != nil {
+		return nil, err
 	}
-	for _, n := range s.Tools {
-		t := opts.Tools[n]
-		if t == nil {
-			return nil, fmt.Errorf("unknown tool %q (built-in tools: %s)", n, strings.Join(opts.Tools.Names(), ", "))
+	var mcpTools0 []*loop.Tool
+	if opts.MCP != nil {
+		for _, p := range sel.mcp {
+			server, _, _ := strings.Cut(p, mcp.Separator)
+			ts, _ := opts.MCP.ServerTools(server)
+			mcpTools0 = append(mcpTools0, match(p, ts)...)
 		}
-		if approval[n] {
-			gated := *t
-			gated.NeedsApproval = true
-			t = &gated
-			delete(approval, n)
+	}
+	for _, n := range s.Approval {
+		ok := false
+		for _, t := range sel.builtin {
+			if m, _ := path.Match(n, t.Name); m {
+				ok = true
+			}
+		}
+		if server, _, isMCP := strings.Cut(n, mcp.Separator); isMCP && !ok {
+			if opts.MCP == nil {
+				ok = contains(visible, server)
+			} else {
+				ok = len(match(n, mcpTools0)) > 0
+			}
+		}
+		if !ok {
+			return nil, fmt.Errorf("approval names %q, which is not among the agent's tools", n)
+		}
+	}
+	for _, t := range sel.builtin {
+		if gated(t.Name, s.Approval) {
+			g := *t
+			g.NeedsApproval = true
+			t = &g
 		}
 		a.Tools = append(a.Tools, t)
 	}
-	for n := range approval {
-		return nil, fmt.Errorf("approval names %q, which is not among the agent's tools", n)
+	if len(sel.mcp) > 0 && opts.MCP != nil {
+		a.Plugins = append(a.Plugins, &mcpTools{patterns: sel.mcp, approval: s.Approval, source: opts.MCP})
 	}
 	if s.OutputSchema != nil {
 		raw, err := json.Marshal(s.OutputSchema)

@@ -9,7 +9,10 @@ import (
 
 // File is the agents file.
 type File struct {
-	Agents []Spec `yaml:"agents" json:"agents"`
+	// MCPServers are MCP servers by name whose tools every agent may
+	// select in its `tools:`.
+	MCPServers map[string]MCPServer `yaml:"mcp_servers" json:"mcp_servers,omitempty"`
+	Agents     []Spec               `yaml:"agents" json:"agents"`
 }
 
 // Spec is one agent of the agents file.
@@ -24,6 +27,21 @@ type Spec struct {
 	MaxTurns        int            `yaml:"max_turns" json:"max_turns,omitempty"`
 	ApprovalTimeout Duration       `yaml:"approval_timeout" json:"approval_timeout,omitempty"`
 	Script          []ScriptStep   `yaml:"script" json:"script,omitempty"`
+	// MCPServers are MCP servers only this agent may select tools of.
+	MCPServers map[string]MCPServer `yaml:"mcp_servers" json:"mcp_servers,omitempty"`
+}
+
+// MCPServer declares an MCP server: a stdio server (command, args, env,
+// cwd) or a streamable HTTP server (url, headers). Values of env, headers
+// and url may refer to the worker's environment as ${NAME}. Its tools are
+// named <server>__<tool>.
+type MCPServer struct {
+	Command string            `yaml:"command" json:"command,omitempty"`
+	Args    []string          `yaml:"args" json:"args,omitempty"`
+	Env     map[string]string `yaml:"env" json:"env,omitempty"`
+	Cwd     string            `yaml:"cwd" json:"cwd,omitempty"`
+	URL     string            `yaml:"url" json:"url,omitempty"`
+	Headers map[string]string `yaml:"headers" json:"headers,omitempty"`
 }
 
 // ScriptStep is one model call of a scripted agent.

@@ -1,0 +1,210 @@
+package catalog
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/lovia-fleet/lovia/pkg/loop"
+	"github.com/lovia-fleet/lovia/pkg/tools"
+	"github.com/lovia-fleet/lovia/pkg/tools/mcp"
+)
+
+// ToolSource provides the current tools of the agents file's MCP servers;
+// an [mcp.Manager] started for [File.Servers] is one. The catalog calls it
+// when it builds (to check the names agents select) and when each run
+// starts (so a run sees the tools the server last listed). It must be safe
+// for concurrent use and cheap.
+type ToolSource interface {
+	// ServerTools returns the server's tools, named <server>__<tool>.
+	ServerTools(server string) ([]*loop.Tool, error)
+}
+
+// Servers returns every MCP server the file declares, shared and per
+// agent, checked: names are unique in the file (a worker keeps one
+// connection per name) and each declaration can work.
+func (f File) Servers() (map[string]mcp.Server, error) {
+	out := map[string]mcp.Server{}
+	owner := map[string]string{}
+	var errs []error
+	add := func(where, name string, s MCPServer) {
+		if err := mcp.ValidateServerName(name); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", where, err))
+			return
+		}
+		if prev, dup := owner[name]; dup {
+			errs = append(errs, fmt.Errorf("%s: MCP server %q is already declared by %s: declare it once under the top-level mcp_servers to share it", where, name, prev))
+			return
+		}
+		srv := mcp.Server(s)
+		if err := srv.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: MCP server %q %w", where, name, err))
+			return
+		}
+		owner[name], out[name] = where, srv
+	}
+	for _, name := range sortedKeys(f.MCPServers) {
+		add("mcp_servers", name, f.MCPServers[name])
+	}
+	for i, a := range f.Agents {
+		where := fmt.Sprintf("agents[%d]", i)
+		if a.Name != "" {
+			where = fmt.Sprintf("agent %q", a.Name)
+		}
+		for _, name := range sortedKeys(a.MCPServers) {
+			add(where, name, a.MCPServers[name])
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// selection is what an agent's `tools:` and `approval:` pick.
+type selection struct {
+	builtin []*loop.Tool
+	mcp     []string // exact names and globs of MCP tools, in file order
+}
+
+// selectTools resolves an agent's tools: built-in names, and MCP tools by
+// exact name or glob (github__*) on the servers the agent sees. With a
+// source, every MCP name must match a tool the server lists now.
+func selectTools(s Spec, visible []string, opts Options) (*selection, error) {
+	sel := &selection{}
+	seen := map[string]bool{}
+	for _, n := range s.Tools {
+		if t := opts.Tools[n]; t != nil {
+			sel.builtin = append(sel.builtin, t)
+			continue
+		}
+		server, _, isMCP := strings.Cut(n, mcp.Separator)
+		if !isMCP {
+			if strings.ContainsAny(n, "*?[") {
+				return nil, fmt.Errorf("tool pattern %q: patterns select MCP tools only (e.g. github__*)", n)
+			}
+			return nil, unknownTool(n, visible, opts.Tools)
+		}
+		if !contains(visible, server) {
+			if len(visible) == 0 {
+				return nil, fmt.Errorf("unknown tool %q: no MCP server %q is declared (add it under mcp_servers)", n, server)
+			}
+			return nil, fmt.Errorf("unknown tool %q: no MCP server %q is declared (declared: %s)", n, server, strings.Join(visible, ", "))
+		}
+		if _, err := path.Match(n, ""); err != nil {
+			return nil, fmt.Errorf("tool pattern %q: %w", n, err)
+		}
+		if seen[n] {
+			continue
+		}
+		seen[n] = true
+		sel.mcp = append(sel.mcp, n)
+		if opts.MCP == nil {
+			continue
+		}
+		ts, err := opts.MCP.ServerTools(server)
+		if err != nil {
+			return nil, fmt.Errorf("tool %q: %w", n, err)
+		}
+		if len(match(n, ts)) == 0 {
+			what := "unknown tool"
+			if isGlob(n) {
+				what = "no tool matches"
+			}
+			return nil, fmt.Errorf("%s %q (MCP server %q has: %s)", what, n, server, strings.Join(names(ts), ", "))
+		}
+	}
+	return sel, nil
+}
+
+func unknownTool(n string, visible []string, builtin tools.Set) error {
+	msg := fmt.Sprintf("unknown tool %q (built-in tools: %s", n, strings.Join(builtin.Names(), ", "))
+	if len(visible) > 0 {
+		msg += "; MCP tools are named <server>__<tool>, from servers " + strings.Join(visible, ", ")
+	}
+	return errors.New(msg + ")")
+}
+
+func isGlob(p string) bool { return strings.ContainsAny(p, "*?[") }
+
+// match returns the tools whose names match the exact name or glob p.
+func match(p string, ts []*loop.Tool) []*loop.Tool {
+	var out []*loop.Tool
+	for _, t := range ts {
+		if ok, _ := path.Match(p, t.Name); ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func names(ts []*loop.Tool) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.Name
+	}
+	return out
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// mcpTools is the plugin that gives an agent its MCP tools at the start of
+// each run, from the lists the servers reported last: a tool a server
+// added after a list_changed is there for the next run.
+type mcpTools struct {
+	patterns []string
+	approval []string
+	source   ToolSource
+}
+
+func (p *mcpTools) Name() string { return "mcp" }
+
+// Tools returns the selected MCP tools, approval-gated as the agent says.
+func (p *mcpTools) Tools() []*loop.Tool {
+	var out []*loop.Tool
+	seen := map[string]bool{}
+	for _, pat := range p.patterns {
+		server, _, _ := strings.Cut(pat, mcp.Separator)
+		ts, err := p.source.ServerTools(server)
+		if err != nil {
+			continue
+		}
+		for _, t := range match(pat, ts) {
+			if seen[t.Name] {
+				continue
+			}
+			seen[t.Name] = true
+			if gated(t.Name, p.approval) {
+				g := *t
+				g.NeedsApproval = true
+				t = &g
+			}
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func gated(name string, approval []string) bool {
+	for _, a := range approval {
+		if ok, _ := path.Match(a, name); ok {
+			return true
+		}
+	}
+	return false
+}
