@@ -145,7 +145,7 @@ func bucketStreamConfig(bucket string, b BucketConfig, c ProvisionConfig) jetstr
 	return jetstream.StreamConfig{
 		Name:                   KVStream(bucket),
 		Description:            "Lovia KV bucket " + bucket,
-		Subjects:               []string{"$KV." + bucket + ".>"},
+		Subjects:               []string{KVWildcard(bucket)},
 		Retention:              jetstream.LimitsPolicy,
 		Storage:                c.Storage,
 		Replicas:               c.Replicas,

@@ -176,6 +176,20 @@ func (n Names) Buckets() []string {
 // KVStream is the stream behind a KV bucket.
 func KVStream(bucket string) string { return "KV_" + bucket }
 
+// KVSubject is the subject that stores key in a KV bucket
+// ($KV.<bucket>.<key>), the subject to purge or read a key by on the
+// stream behind it. key may be a filter with wildcards; it is not checked,
+// since KV keys are dotted and the store builds them.
+func KVSubject(bucket, key string) string { return "$KV." + bucket + "." + key }
+
+// KVWildcard matches every key of a KV bucket ($KV.<bucket>.>).
+func KVWildcard(bucket string) string { return KVSubject(bucket, ">") }
+
+// ResultsBucket is the object store of tool outputs that compaction
+// offloaded (<p>_results), shared by the workers so a recall works on
+// whichever worker the run is on.
+func (n Names) ResultsBucket() string { return n.lower() + "_results" }
+
 // ServiceName is the NATS micro service that serves the api subjects.
 func (n Names) ServiceName() string { return n.Prefix() }
 

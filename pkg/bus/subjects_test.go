@@ -18,6 +18,9 @@ func TestNames(t *testing.T) {
 	require.Equal(t, "workers", n.WorkersConsumer())
 	require.Equal(t, []string{"lovia_sessions", "lovia_checkpoints", "lovia_mailbox", "lovia_runs"}, n.Buckets())
 	require.Equal(t, "KV_lovia_runs", bus.KVStream(n.RunsBucket()))
+	require.Equal(t, "$KV.lovia_runs.r1.rec", bus.KVSubject(n.RunsBucket(), "r1.rec"))
+	require.Equal(t, "$KV.lovia_runs.>", bus.KVWildcard(n.RunsBucket()))
+	require.Equal(t, "lovia_results", n.ResultsBucket())
 	require.Equal(t, "lovia", n.ServiceName())
 	require.Equal(t, "lovia.submit.*", n.SubmitWildcard())
 	require.Equal(t, "lovia.events.*", n.EventsWildcard())
@@ -44,6 +47,9 @@ func TestNames(t *testing.T) {
 	require.Equal(t, "01jz-run_1", runID)
 	require.Equal(t, "ACME_EVENTS", acme.EventsStream())
 	require.Equal(t, "acme_sessions", acme.SessionsBucket())
+	upper, err := bus.NewNames("ACME")
+	require.NoError(t, err)
+	require.Equal(t, "acme_results", upper.ResultsBucket(), "buckets are lower case, like the KV buckets")
 
 	for _, op := range bus.RunOps() {
 		s, err := acme.RunAPI("r1", op)
