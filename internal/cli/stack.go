@@ -5,8 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/lovia-fleet/lovia/pkg/broker"
 	"github.com/lovia-fleet/lovia/pkg/bus"
@@ -106,39 +103,13 @@ func openFleet(ctx context.Context, nc *nats.Conn, pc bus.ProvisionConfig) (jets
 	return js, st, err
 }
 
-// serveMetrics serves /metrics on addr until ctx ends ("" disables it).
-func serveMetrics(ctx context.Context, addr string, g prometheus.Gatherer, log *slog.Logger) (string, error) {
-	if addr == "" {
-		return "", nil
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return "", fmt.Errorf("metrics listener %s: %w", addr, err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
-			log.Warn("metrics server stopped", "error", err)
-		}
-	}()
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	return ln.Addr().String(), nil
-}
-
 // runWorker runs one worker process until ctx ends.
 func runWorker(ctx context.Context, env *Env, args []string) int {
 	fs := flagSet(env, "worker", "[--nats URL] [--agents FILE] [--id NAME] [--concurrency N] [--workspace DIR]")
 	nf := addNATSFlags(fs, env)
 	wf := addWorkerFlags(fs)
 	id := fs.String("id", "", "worker id (default <hostname>-<pid>)")
-	metricsAddr := fs.String("metrics", "", "serve Prometheus /metrics on this address (e.g. :9091)")
+	metricsAddr := fs.String("metrics", "", "serve Prometheus /metrics and the /healthz and /readyz probes on this address (e.g. :9091)")
 	if _, ok := parse(fs, args); !ok {
 		return ExitUsage
 	}
@@ -157,18 +128,27 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	probes, err := newWorkerProbes(nc, nf.prefix)
+	if err != nil {
+		return usageErr(env, fs, err.Error())
+	}
+	addr, stopMetrics, err := serveMetrics(*metricsAddr, reg, probes, log)
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	defer stopMetrics()
+	if addr != "" {
+		log.Info("metrics", "addr", "http://"+addr+"/metrics", "probes", "/healthz /readyz")
+	}
 	w, svc, err := startWorkerProcess(ctx, nc, nf.prefix, *id, wf, deps, reg, log)
 	if err != nil {
 		return fail(env.Stderr, err)
 	}
-	if addr, err := serveMetrics(ctx, *metricsAddr, reg, log); err != nil {
-		return fail(env.Stderr, err)
-	} else if addr != "" {
-		log.Info("metrics", "addr", "http://"+addr+"/metrics")
-	}
+	probes.started()
 	fmt.Fprintf(env.Stderr, "lovia worker %s serving agents %s on %s\n", w.ID(), strings.Join(deps.catalog.Names(), ", "), nf.url)
 	<-ctx.Done()
-	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	probes.stopping()
+	stopCtx, cancel := context.WithTimeout(context.Background(), WorkerStopTimeout)
 	defer cancel()
 	_ = svc.Stop(stopCtx)
 	if err := w.Stop(stopCtx); err != nil {
@@ -188,8 +168,7 @@ func startWorkerProcess(ctx context.Context, nc *nats.Conn, prefix, id string, w
 	}
 	// Offloaded tool outputs go to the shared object store, so a recall
 	// works on whichever worker the run is on.
-	names, _ := bus.NewNames(prefix) // openFleet checked it
-	results, err := store.OpenResultStore(ctx, js, store.ResultStoreConfig{Bucket: names.ResultsBucket(), Replicas: wf.replicas})
+	results, err := store.OpenResultStore(ctx, js, store.ResultStoreConfig{Bucket: prefix + "_results", Replicas: wf.replicas})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -292,16 +271,15 @@ func runDev(ctx context.Context, env *Env, args []string) int {
 		return fail(env.Stderr, err)
 	}
 	stops = append(stops, stopGW)
-	names, _ := bus.NewNames(*prefix) // the workers' Provision checked it
 	fmt.Fprintf(env.Stdout, `lovia dev is up
-  NATS      %s   (nats sub '%s' to watch every run)
+  NATS      %s   (nats sub 'lovia.events.>' to watch every run)
   HTTP      %s
   workers   %d, agents: %s
 
 try:
-  nats req %s '{"agent":"demo","input":"What is 12*7?"}'
+  nats req lovia.api.submit '{"agent":"demo","input":"What is 12*7?"}'
   lovia run "What time is it?"
-`, srv.ClientURL(), names.EventsWildcard(), httpURL, *workers, strings.Join(deps.catalog.Names(), ", "), names.APISubmit())
+`, srv.ClientURL(), httpURL, *workers, strings.Join(deps.catalog.Names(), ", "))
 	<-ctx.Done()
 	fmt.Fprintln(env.Stderr, "lovia dev: shutting down")
 	return ExitOK
