@@ -168,7 +168,8 @@ func startWorkerProcess(ctx context.Context, nc *nats.Conn, prefix, id string, w
 	}
 	// Offloaded tool outputs go to the shared object store, so a recall
 	// works on whichever worker the run is on.
-	results, err := store.OpenResultStore(ctx, js, store.ResultStoreConfig{Bucket: prefix + "_results", Replicas: wf.replicas})
+	names, _ := bus.NewNames(prefix) // openFleet checked it
+	results, err := store.OpenResultStore(ctx, js, store.ResultStoreConfig{Bucket: names.ResultsBucket(), Replicas: wf.replicas})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -271,15 +272,16 @@ func runDev(ctx context.Context, env *Env, args []string) int {
 		return fail(env.Stderr, err)
 	}
 	stops = append(stops, stopGW)
+	names, _ := bus.NewNames(*prefix) // the workers' Provision checked it
 	fmt.Fprintf(env.Stdout, `lovia dev is up
-  NATS      %s   (nats sub 'lovia.events.>' to watch every run)
+  NATS      %s   (nats sub '%s' to watch every run)
   HTTP      %s
   workers   %d, agents: %s
 
 try:
-  nats req lovia.api.submit '{"agent":"demo","input":"What is 12*7?"}'
+  nats req %s '{"agent":"demo","input":"What is 12*7?"}'
   lovia run "What time is it?"
-`, srv.ClientURL(), httpURL, *workers, strings.Join(deps.catalog.Names(), ", "))
+`, srv.ClientURL(), names.EventsWildcard(), httpURL, *workers, strings.Join(deps.catalog.Names(), ", "), names.APISubmit())
 	<-ctx.Done()
 	fmt.Fprintln(env.Stderr, "lovia dev: shutting down")
 	return ExitOK
