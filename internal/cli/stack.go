@@ -23,6 +23,7 @@ import (
 	"github.com/lovia-fleet/lovia/pkg/service"
 	"github.com/lovia-fleet/lovia/pkg/store"
 	"github.com/lovia-fleet/lovia/pkg/tools"
+	"github.com/lovia-fleet/lovia/pkg/tools/mcp"
 	"github.com/lovia-fleet/lovia/pkg/worker"
 )
 
@@ -37,6 +38,9 @@ type workerFlags struct {
 	coalesce    time.Duration
 	parkAfter   time.Duration
 	logLevel    string
+	// listOnly builds agents for listing (the gateway): no MCP server
+	// is started.
+	listOnly bool
 }
 
 func addWorkerFlags(fs *flag.FlagSet) *workerFlags {
@@ -65,21 +69,24 @@ func logger(env *Env, level string) (*slog.Logger, error) {
 type fleetDeps struct {
 	registry *loop.Registry
 	catalog  *catalog.Catalog
+	mcp      *mcp.Manager // the agents file's MCP servers; nil without
 }
 
-func buildDeps(env *Env, wf *workerFlags, log *slog.Logger) (*fleetDeps, error) {
+func buildDeps(ctx context.Context, env *Env, wf *workerFlags, log *slog.Logger) (*fleetDeps, error) {
 	reg := provider.NewRegistry(provider.Config{Getenv: env.Getenv})
 	ts, err := tools.Builtin(tools.Config{Workspace: wf.workspace})
 	if err != nil {
 		return nil, err
 	}
 	copts := catalog.Options{Tools: ts, Registry: reg}
-	var cat *catalog.Catalog
 	if wf.agents != "" {
-		cat, err = catalog.Load(wf.agents, copts)
-	} else {
-		cat, err = catalog.Default(copts)
+		cat, mgr, err := loadAgents(ctx, env, wf.agents, copts, wf.listOnly, log)
+		if err != nil {
+			return nil, err
+		}
+		return &fleetDeps{registry: reg, catalog: cat, mcp: mgr}, nil
 	}
+	cat, err := catalog.Default(copts)
 	if err != nil {
 		return nil, err
 	}
@@ -122,10 +129,11 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 		return fail(env.Stderr, err)
 	}
 	defer nc.Close()
-	deps, err := buildDeps(env, wf, log)
+	deps, err := buildDeps(ctx, env, wf, log)
 	if err != nil {
 		return fail(env.Stderr, err)
 	}
+	defer stopDeps(deps) // after the worker's Stop below
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	probes, err := newWorkerProbes(nc, nf.prefix)
@@ -236,13 +244,13 @@ func runDev(ctx context.Context, env *Env, args []string) int {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	deps, err := buildDeps(env, wf, log)
+	deps, err := buildDeps(ctx, env, wf, log)
 	if err != nil {
 		return fail(env.Stderr, err)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
-	var stops []func(context.Context) error
+	stops := []func(context.Context) error{deps.stop} // the MCP servers stop last
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
