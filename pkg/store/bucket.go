@@ -12,7 +12,10 @@ import (
 )
 
 // bucket wraps one KV bucket with the deadline rule (every network call
-// gets Config.Timeout when its context has no deadline), the value layer
+// gets Config.Timeout when its context has no deadline), the retry rule
+// (transient failures are tried again within Config.OutageBudget, see
+// withRetry; writes whose earlier attempt may have landed recognise it),
+// the value layer
 // (value.go) and subject purges on the bucket's stream. Its methods return
 // NATS errors unwrapped; the stores translate them with wrapErr.
 type bucket struct {
@@ -21,8 +24,9 @@ type bucket struct {
 	stream  jetstream.Stream
 	name    string
 	timeout time.Duration
-	chunk   int // largest value written as one message
-	max     int // largest encoded value
+	budget  time.Duration // Config.OutageBudget
+	chunk   int           // largest value written as one message
+	max     int           // largest encoded value
 	log     *slog.Logger
 }
 
@@ -31,38 +35,78 @@ func (b *bucket) callCtx(ctx context.Context) (context.Context, context.CancelFu
 }
 
 func (b *bucket) get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
-	ctx, cancel := b.callCtx(ctx)
-	defer cancel()
-	return b.kv.Get(ctx, key)
+	var e jetstream.KeyValueEntry
+	err := b.withRetry(ctx, "get", func(ctx context.Context, _ int) error {
+		var err error
+		e, err = b.kv.Get(ctx, key)
+		return err
+	})
+	return e, err
 }
 
+// put is idempotent: a retry writes the same value again.
 func (b *bucket) put(ctx context.Context, key string, val []byte) (uint64, error) {
-	ctx, cancel := b.callCtx(ctx)
-	defer cancel()
-	return b.kv.Put(ctx, key, val)
+	var rev uint64
+	err := b.withRetry(ctx, "put", func(ctx context.Context, _ int) error {
+		var err error
+		rev, err = b.kv.Put(ctx, key, val)
+		return err
+	})
+	return rev, err
 }
 
+// create writes key if it does not exist. A retry that finds the key
+// holding val took the earlier attempt's write (whose reply was lost) for
+// its own.
 func (b *bucket) create(ctx context.Context, key string, val []byte) (uint64, error) {
-	ctx, cancel := b.callCtx(ctx)
-	defer cancel()
-	return b.kv.Create(ctx, key, val)
+	var rev uint64
+	err := b.withRetry(ctx, "create", func(ctx context.Context, attempt int) error {
+		var err error
+		rev, err = b.kv.Create(ctx, key, val)
+		if err != nil && attempt > 1 && isCAS(err) {
+			if r, ok := b.sameValue(ctx, key, val); ok {
+				rev, err = r, nil
+			}
+		}
+		return err
+	})
+	return rev, err
 }
 
+// update writes key if its revision is still rev. A retry that loses the
+// compare-and-set to a key holding val took the earlier attempt's write
+// for its own.
 func (b *bucket) update(ctx context.Context, key string, val []byte, rev uint64) (uint64, error) {
-	ctx, cancel := b.callCtx(ctx)
-	defer cancel()
-	return b.kv.Update(ctx, key, val, rev)
+	var next uint64
+	err := b.withRetry(ctx, "update", func(ctx context.Context, attempt int) error {
+		var err error
+		next, err = b.kv.Update(ctx, key, val, rev)
+		if err != nil && attempt > 1 && isCAS(err) {
+			if r, ok := b.sameValue(ctx, key, val); ok && r > rev {
+				next, err = r, nil
+			}
+		}
+		return err
+	})
+	return next, err
 }
 
 // purgeKey removes a key's history, if its revision is still rev (whatever
-// its revision when rev is 0).
+// its revision when rev is 0). A retry that finds the key gone took the
+// earlier attempt's purge for its own.
 func (b *bucket) purgeKey(ctx context.Context, key string, rev uint64) error {
-	ctx, cancel := b.callCtx(ctx)
-	defer cancel()
-	if rev == 0 {
-		return b.kv.Purge(ctx, key)
-	}
-	return b.kv.Purge(ctx, key, jetstream.LastRevision(rev))
+	return b.withRetry(ctx, "purge key", func(ctx context.Context, attempt int) error {
+		var err error
+		if rev == 0 {
+			err = b.kv.Purge(ctx, key)
+		} else {
+			err = b.kv.Purge(ctx, key, jetstream.LastRevision(rev))
+		}
+		if err != nil && attempt > 1 && isCAS(err) && b.gone(ctx, key) {
+			err = nil
+		}
+		return err
+	})
 }
 
 // clearKey is purgeKey for cleanup: a key that is gone, or that another
@@ -75,18 +119,24 @@ func (b *bucket) clearKey(ctx context.Context, key string, rev uint64) error {
 }
 
 // deleteKey places a delete marker on key, if its revision is still rev.
+// A retry that finds the key deleted took the earlier attempt's delete for
+// its own.
 func (b *bucket) deleteKey(ctx context.Context, key string, rev uint64) error {
-	ctx, cancel := b.callCtx(ctx)
-	defer cancel()
-	return b.kv.Delete(ctx, key, jetstream.LastRevision(rev))
+	return b.withRetry(ctx, "delete key", func(ctx context.Context, attempt int) error {
+		err := b.kv.Delete(ctx, key, jetstream.LastRevision(rev))
+		if err != nil && attempt > 1 && isCAS(err) && b.gone(ctx, key) {
+			err = nil
+		}
+		return err
+	})
 }
 
 // purge removes every message whose key matches filter (wildcards allowed)
 // from the bucket's stream, leaving no markers behind.
 func (b *bucket) purge(ctx context.Context, filter string) error {
-	ctx, cancel := b.callCtx(ctx)
-	defer cancel()
-	return b.stream.Purge(ctx, jetstream.WithPurgeSubject("$KV."+b.name+"."+filter))
+	return b.withRetry(ctx, "purge", func(ctx context.Context, _ int) error {
+		return b.stream.Purge(ctx, jetstream.WithPurgeSubject("$KV."+b.name+"."+filter))
+	})
 }
 
 // purgeQuietly is purge for cleanup nobody waits on: failures are logged,
@@ -110,8 +160,16 @@ func (b *bucket) purgeQuietly(ctx context.Context, filter string) {
 // without the short-lived ordered consumer that reading the keys takes
 // (consumer creation is the costly part of a listing on the server).
 func (b *bucket) list(ctx context.Context, filter string) ([]jetstream.KeyValueEntry, error) {
-	ctx, cancel := b.callCtx(ctx)
-	defer cancel()
+	var out []jetstream.KeyValueEntry
+	err := b.withRetry(ctx, "list", func(ctx context.Context, _ int) error {
+		var err error
+		out, err = b.listOnce(ctx, filter)
+		return err
+	})
+	return out, err
+}
+
+func (b *bucket) listOnce(ctx context.Context, filter string) ([]jetstream.KeyValueEntry, error) {
 	last, err := jsapi.LeaderGet(ctx, b.js, "KV_"+b.name, jsapi.LastBySubject("$KV."+b.name+"."+filter))
 	if err != nil {
 		return nil, err

@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
 	"github.com/lovia-fleet/lovia/pkg/loop"
@@ -205,34 +203,15 @@ func (c *Checkpointer) loadBatches(ctx context.Context, runID string, h *headRec
 	return batches, nil
 }
 
-// appendAttempts bounds the tries of an append whose writes time out or
-// find JetStream briefly unavailable (a stream leader election).
-const appendAttempts = 3
-
 // Append appends w.Entries and replaces the head, conditional on w.Revision
 // (see [loop.Checkpointer] and the type's doc for fencing). It returns the
 // head's new KV revision. A write that times out or finds JetStream briefly
-// unavailable is tried again (three tries in all, while ctx allows), which
-// is safe because a retry finds out whether the lost write was stored.
+// unavailable (a stream leader election) is tried again within
+// Config.OutageBudget, which is safe because a retry finds out whether the
+// lost write was stored; past the budget the error matches
+// [loop.ErrUnavailable].
 func (c *Checkpointer) Append(ctx context.Context, runID string, w loop.CheckpointWrite) (uint64, error) {
-	wait := 100 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		rev, err := c.appendOnce(ctx, runID, w)
-		if err == nil || attempt == appendAttempts || ctx.Err() != nil || !transient(err) {
-			return rev, err
-		}
-		select {
-		case <-ctx.Done():
-			return 0, err
-		case <-time.After(wait):
-		}
-		wait *= 2
-	}
-}
-
-// transient reports whether a failed write may succeed when tried again.
-func transient(err error) bool {
-	return errors.Is(err, ErrTimeout) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
+	return c.appendOnce(ctx, runID, w)
 }
 
 func (c *Checkpointer) appendOnce(ctx context.Context, runID string, w loop.CheckpointWrite) (uint64, error) {

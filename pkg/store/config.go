@@ -24,6 +24,7 @@ const (
 	DefaultMaxValueSize = 64 << 20
 	DefaultMailboxTTL   = 7 * 24 * time.Hour
 	DefaultCASRetries   = 10
+	DefaultOutageBudget = 2 * time.Minute
 
 	// chunkHeadroom is what a chunk leaves of the server's max payload for
 	// the subject and headers of its KV put.
@@ -63,6 +64,15 @@ type Config struct {
 	// compare-and-set. Default 10.
 	CASRetries int
 
+	// OutageBudget bounds how long one store call retries transient
+	// failures (timeouts, no responders, a stream leader election, a
+	// cluster not ready), with jittered exponential backoff, before it
+	// returns an error matching [ErrUnavailable] or [ErrTimeout] (and so
+	// [loop.ErrUnavailable]: the run is interrupted and released, not
+	// failed). Cancelling the call's context stops the retries at once.
+	// Default 2m; negative means no retries.
+	OutageBudget time.Duration
+
 	// Replicas is the replica count EnsureBuckets gives new buckets.
 	// Default 1; use 3 in a cluster.
 	Replicas int
@@ -99,6 +109,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.CASRetries == 0 {
 		c.CASRetries = DefaultCASRetries
+	}
+	if c.OutageBudget == 0 {
+		c.OutageBudget = DefaultOutageBudget
 	}
 	if c.Replicas == 0 {
 		c.Replicas = 1

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lovia-fleet/lovia/internal/jsapi"
+	"github.com/lovia-fleet/lovia/pkg/loop"
 )
 
 // Sentinels. Every error a store returns names the operation and the id it
@@ -30,10 +31,17 @@ var (
 	ErrBucketNotFound = errors.New("bucket not found (run store.EnsureBuckets)")
 	// ErrTimeout: a network call hit its deadline (the caller's, or
 	// Config.Timeout when the caller's context had none). The outcome of a
-	// write that timed out is unknown.
-	ErrTimeout = errors.New("timeout")
-	// ErrUnavailable: the connection is closed or JetStream did not answer.
-	ErrUnavailable = errors.New("jetstream unavailable")
+	// write that timed out is unknown. It is transient: it also matches
+	// [loop.ErrUnavailable].
+	ErrTimeout error = &transientError{"timeout"}
+	// ErrUnavailable: the connection is closed, JetStream did not answer
+	// (no responders, no response from the stream) or said it cannot
+	// answer for now (a leader election, a cluster not formed yet:
+	// "JetStream system temporarily unavailable"). It is transient: it also
+	// matches [loop.ErrUnavailable], so a run that meets it after the
+	// store's own retries ([Config.OutageBudget]) is interrupted, not
+	// failed.
+	ErrUnavailable error = &transientError{"jetstream unavailable"}
 	// ErrTooLarge: a value exceeds Config.MaxValueSize, or the server
 	// refused a message as too large.
 	ErrTooLarge = errors.New("value too large")
@@ -53,6 +61,61 @@ var (
 	// ErrBackend: any other JetStream error.
 	ErrBackend = errors.New("jetstream error")
 )
+
+// transientError is a sentinel of a failure that may pass by itself. It
+// matches [loop.ErrUnavailable] too.
+type transientError struct{ msg string }
+
+func (e *transientError) Error() string { return e.msg }
+
+// Is matches loop.ErrUnavailable.
+func (e *transientError) Is(target error) bool { return target == loop.ErrUnavailable }
+
+// IsTransient reports whether err is a failure that may pass by itself (a
+// timeout, no responders, a leader election, a cluster not ready) rather
+// than one about the request: a store error that matches [ErrTimeout] or
+// [ErrUnavailable], or a raw NATS error that classify maps to them.
+func IsTransient(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, loop.ErrUnavailable) {
+		return true
+	}
+	c := classify(err)
+	return c == ErrTimeout || c == ErrUnavailable
+}
+
+// retryable reports whether a raw NATS error is worth trying again on the
+// same connection: transient, and not a closed or draining connection
+// (which never comes back) nor a cancelled context.
+func retryable(err error) bool {
+	switch {
+	case err == nil, errors.Is(err, context.Canceled),
+		errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionDraining),
+		errors.Is(err, jetstream.ErrConnectionClosed), errors.Is(err, jetstream.ErrJetStreamNotEnabled):
+		return false
+	}
+	return IsTransient(err)
+}
+
+// transientAPICodes are the JetStream API error codes of a server that
+// cannot answer for now: 10008 "JetStream system temporarily unavailable"
+// (no meta or stream leader yet), 10009 "JetStream cluster can not handle
+// request" (a leader change), 10163 "expected last sequence per subject
+// temporarily unavailable" (a new stream leader catching up).
+var transientAPICodes = map[jetstream.ErrorCode]bool{10008: true, 10009: true, 10163: true}
+
+// transientAPI reports whether err is a JetStream API error of a server
+// that cannot answer for now.
+func transientAPI(err error) bool {
+	var ae *jetstream.APIError
+	if errors.As(err, &ae) && transientAPICodes[ae.ErrorCode] {
+		return true
+	}
+	var je *jsapi.Error
+	return errors.As(err, &je) && transientAPICodes[je.ErrCode]
+}
 
 // wrapErr translates a NATS error at the boundary: "store: <op> <id>:
 // <sentinel>: <nats error>".
@@ -80,7 +143,8 @@ func classify(err error) error {
 	case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionDraining),
 		errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse),
 		errors.Is(err, jetstream.ErrConnectionClosed), errors.Is(err, jetstream.ErrServerShutdown),
-		errors.Is(err, jetstream.ErrJetStreamNotEnabled):
+		errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, nats.ErrNoServers),
+		errors.Is(err, nats.ErrDisconnected), transientAPI(err):
 		return ErrUnavailable
 	}
 	return ErrBackend

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -33,6 +34,9 @@ type ResultStoreConfig struct {
 	Replicas int
 	// Timeout bounds each call without a deadline. Default 10s.
 	Timeout time.Duration
+	// Logger receives the progress of a start-up that waits for the
+	// cluster. Default: discard.
+	Logger *slog.Logger
 }
 
 // OpenResultStore binds (creating if needed) the result object store.
@@ -46,18 +50,26 @@ func OpenResultStore(ctx context.Context, js jetstream.JetStream, cfg ResultStor
 	if cfg.Replicas == 0 {
 		cfg.Replicas = 1
 	}
-	cctx, cancel := callCtx(ctx, cfg.Timeout)
-	defer cancel()
-	obj, err := js.ObjectStore(cctx, cfg.Bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-		obj, err = js.CreateObjectStore(cctx, jetstream.ObjectStoreConfig{
-			Bucket: cfg.Bucket, Description: "Lovia Fleet: offloaded tool results by content digest",
-			TTL: cfg.MaxAge, Replicas: cfg.Replicas, Storage: jetstream.FileStorage, Compression: true,
-		})
-		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			obj, err = js.ObjectStore(cctx, cfg.Bucket)
-		}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	var obj jetstream.ObjectStore
+	err := waitFor(ctx, cfg.Logger, "open result store "+cfg.Bucket, func(ctx context.Context) error {
+		cctx, cancel := callCtx(ctx, cfg.Timeout)
+		defer cancel()
+		var err error
+		obj, err = js.ObjectStore(cctx, cfg.Bucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+			obj, err = js.CreateObjectStore(cctx, jetstream.ObjectStoreConfig{
+				Bucket: cfg.Bucket, Description: "Lovia Fleet: offloaded tool results by content digest",
+				TTL: cfg.MaxAge, Replicas: cfg.Replicas, Storage: jetstream.FileStorage, Compression: true,
+			})
+			if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+				obj, err = js.ObjectStore(cctx, cfg.Bucket)
+			}
+		}
+		return err
+	})
 	if err != nil {
 		return nil, wrapErr("open result store", cfg.Bucket, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -23,6 +24,9 @@ type Store struct {
 
 // Open binds the buckets named in cfg, which must exist (see
 // [EnsureBuckets]). It makes one lookup per bucket and starts no goroutines.
+// On a cluster that is still forming (no meta leader, a bucket's stream
+// without a leader) it retries transient failures until ctx ends, logging
+// each attempt on Config.Logger.
 func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
@@ -33,17 +37,24 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, erro
 		return nil, err
 	}
 	bind := func(name string) (*bucket, error) {
-		cctx, cancel := callCtx(ctx, cfg.Timeout)
-		defer cancel()
-		kv, err := js.KeyValue(cctx, name)
+		var (
+			kv     jetstream.KeyValue
+			stream jetstream.Stream
+		)
+		err := waitFor(ctx, cfg.Logger, "open bucket "+name, func(ctx context.Context) error {
+			cctx, cancel := callCtx(ctx, cfg.Timeout)
+			defer cancel()
+			var err error
+			if kv, err = js.KeyValue(cctx, name); err != nil {
+				return err
+			}
+			stream, err = js.Stream(cctx, "KV_"+name)
+			return err
+		})
 		if err != nil {
 			return nil, wrapErr("open bucket", name, err)
 		}
-		stream, err := js.Stream(cctx, "KV_"+name)
-		if err != nil {
-			return nil, wrapErr("open bucket", name, err)
-		}
-		return &bucket{js: js, kv: kv, stream: stream, name: name, timeout: cfg.Timeout, chunk: chunk, max: cfg.MaxValueSize, log: cfg.Logger}, nil
+		return &bucket{js: js, kv: kv, stream: stream, name: name, timeout: cfg.Timeout, budget: cfg.OutageBudget, chunk: chunk, max: cfg.MaxValueSize, log: cfg.Logger}, nil
 	}
 	s := &Store{cfg: cfg}
 	b, err := bind(cfg.CheckpointBucket)
@@ -105,7 +116,8 @@ func (s *Store) Mailbox(runID string) (*Mailbox, error) {
 	return &Mailbox{b: s.mailbox, run: runID}, nil
 }
 
-// EnsureBuckets creates the buckets named in cfg that do not exist yet:
+// EnsureBuckets creates the buckets named in cfg that do not exist yet
+// (waiting, as [Open] does, for a cluster that is still forming):
 // file storage, history 1, cfg.Replicas replicas, and cfg.MailboxTTL on the
 // mailbox. It leaves existing buckets alone (an operator may have tuned
 // them), so it is idempotent and safe to run from every process at start-up
@@ -125,25 +137,28 @@ func EnsureBuckets(ctx context.Context, js jetstream.JetStream, cfg Config) erro
 		kc.History = 1
 		kc.Storage = jetstream.FileStorage
 		kc.Replicas = cfg.Replicas
-		if err := ensureBucket(ctx, js, kc, cfg.Timeout); err != nil {
+		if err := ensureBucket(ctx, js, kc, cfg.Timeout, cfg.Logger); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func ensureBucket(ctx context.Context, js jetstream.JetStream, kc jetstream.KeyValueConfig, timeout time.Duration) error {
-	ctx, cancel := callCtx(ctx, timeout)
-	defer cancel()
-	_, err := js.KeyValue(ctx, kc.Bucket)
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return wrapErr("ensure bucket", kc.Bucket, err)
-	}
-	_, err = js.CreateKeyValue(ctx, kc)
-	if err != nil && !errors.Is(err, jetstream.ErrBucketExists) { // lost a race: fine
+func ensureBucket(ctx context.Context, js jetstream.JetStream, kc jetstream.KeyValueConfig, timeout time.Duration, log *slog.Logger) error {
+	err := waitFor(ctx, log, "ensure bucket "+kc.Bucket, func(ctx context.Context) error {
+		ctx, cancel := callCtx(ctx, timeout)
+		defer cancel()
+		_, err := js.KeyValue(ctx, kc.Bucket)
+		if err == nil || !errors.Is(err, jetstream.ErrBucketNotFound) {
+			return err
+		}
+		_, err = js.CreateKeyValue(ctx, kc)
+		if errors.Is(err, jetstream.ErrBucketExists) { // lost a race: fine
+			return nil
+		}
+		return err
+	})
+	if err != nil {
 		return wrapErr("ensure bucket", kc.Bucket, err)
 	}
 	return nil
