@@ -302,4 +302,3 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.b.String()
 }
-
