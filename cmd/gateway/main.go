@@ -1,6 +1,6 @@
-// Command gateway serves the HTTP gateway of a Lovia fleet (PROTOCOL.md,
-// "HTTP gateway") and the `lovia` NATS micro service; it is `lovia gateway`
-// under its own name (same flags):
+// Command gateway serves the HTTP gateway of a Lovia fleet
+// (docs/protocol.md#http-gateway) and the `lovia` NATS micro service; it is
+// `lovia gateway` under its own name (same flags):
 //
 //	gateway [--nats URL] [--http ADDR] [--prefix P] [--token T]... [--agents FILE]
 //

@@ -11,8 +11,8 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// Encoding is a body encoding of PROTOCOL.md. Both use the same snake_case
-// field names.
+// Encoding is a body encoding of the wire contract
+// (docs/protocol.md#encodings). Both use the same snake_case field names.
 type Encoding string
 
 // Encodings.
@@ -41,7 +41,7 @@ func (e Encoding) ContentType() string {
 // Valid reports whether e names an encoding.
 func (e Encoding) Valid() bool { return e == JSON || e == Msgpack }
 
-// EncodingOf returns a body's encoding (PROTOCOL.md, "Encodings"): the one
+// EncodingOf returns a body's encoding (docs/protocol.md#encodings): the one
 // its Content-Type names; without the header, JSON when the body starts
 // with '{' (after white space) and msgpack when it starts with a msgpack
 // map (a list body, such as stored entries, may also start with '[' or a

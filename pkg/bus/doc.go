@@ -1,6 +1,6 @@
 // Package bus is the NATS layer of Lovia Fleet: subject, stream and bucket
 // names, codecs, provisioning, and publishing and tailing run events. It
-// implements the wire contract of PROTOCOL.md and knows nothing of agent
+// implements the wire contract of docs/protocol.md and knows nothing of agent
 // semantics: it moves the loop's events and entries (package loop) without
 // interpreting them. It is a client of NATS only; the embedded server and
 // the in-process cluster for development and tests are package broker.
@@ -37,7 +37,7 @@
 // [StatusReply], [SubmitReply], [ErrorReply], …). An event's data is the
 // JSON or msgpack encoding of the loop's event struct; [Envelope.Event]
 // decodes it back into that struct ([RunStarted] and [RunResumed] add the
-// worker-level fields PROTOCOL.md gives run_started and run_resumed).
+// worker-level fields the wire contract gives run_started and run_resumed).
 // [Envelope.MarshalAs] transcodes an event between encodings, and
 // json.Marshal of an [*Envelope] prints it as JSON whatever its encoding.
 //

@@ -9,7 +9,7 @@ import (
 )
 
 // MarshalEntries encodes transcript entries as a list ({kind, …} each,
-// PROTOCOL.md "Transcript entries").
+// docs/protocol.md#transcript-entries).
 func MarshalEntries(enc Encoding, entries []loop.Entry) ([]byte, error) {
 	if entries == nil {
 		entries = []loop.Entry{}

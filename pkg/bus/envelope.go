@@ -13,7 +13,7 @@ import (
 )
 
 // Envelope is one event on <p>.events.<run_id>:
-// {run_id, seq, type, time, agent, turn, data} (PROTOCOL.md, "Events").
+// {run_id, seq, type, time, agent, turn, data} (docs/protocol.md#events).
 // Data holds the event's data still encoded in Encoding; Event decodes it.
 type Envelope struct {
 	RunID string

@@ -77,7 +77,8 @@ func newEvent(t loop.EventType) loop.Event {
 	return nil
 }
 
-// EventTypes lists every event type of PROTOCOL.md.
+// EventTypes lists every event type of the wire contract
+// (docs/protocol.md#event-types).
 func EventTypes() []loop.EventType {
 	return []loop.EventType{
 		loop.EventRunStarted, EventRunResumed, loop.EventTurnStarted, loop.EventTurnEnded,

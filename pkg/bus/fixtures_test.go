@@ -11,7 +11,7 @@ func ptr[T any](v T) *T { return &v }
 
 func hdr(agent string, turn int) loop.EventHeader { return loop.EventHeader{Agent: agent, Turn: turn} }
 
-// sampleEvents returns one event of every type of PROTOCOL.md, with every
+// sampleEvents returns one event of every type of docs/protocol.md, with every
 // field set to something other than its zero value where it can be.
 // Values inside `any` fields are the types a JSON decoder produces
 // (float64, string, bool, []any, map[string]any), so round trips compare

@@ -13,8 +13,9 @@ import (
 func NewRunID() string { return strings.ToLower(ulid.Make().String()) }
 
 // RawSubmitRunID is the run id of a request published straight to
-// <p>.submit.<agent> (PROTOCOL.md): the body's run_id, else the Nats-Msg-Id
-// header, else "run-<stream seq>". The result is validated.
+// <p>.submit.<agent> (docs/protocol.md#submitting-by-raw-publish): the
+// body's run_id, else the Nats-Msg-Id header, else "run-<stream seq>". The
+// result is validated.
 func RawSubmitRunID(req *RunRequest, h nats.Header, streamSeq uint64) (string, error) {
 	id := req.RunID
 	field := "run_id"

@@ -10,7 +10,7 @@ import (
 // ProvisionConfig configures Provision. Zero fields take the documented
 // defaults (see WithDefaults).
 type ProvisionConfig struct {
-	// Prefix names every stream and bucket (PROTOCOL.md). Default
+	// Prefix names every stream and bucket (docs/protocol.md#conventions). Default
 	// DefaultPrefix ("lovia").
 	Prefix string
 	// Replicas of every stream and bucket; use 3 on a cluster. Zero

@@ -20,7 +20,7 @@ import (
 const DefaultMaxTurns = 50
 
 // IfRunExists is the policy when a submitted run id already has a
-// checkpoint (PROTOCOL.md, "Run request").
+// checkpoint (docs/protocol.md#run-request).
 type IfRunExists string
 
 // Policies. The empty value means IfExistsResume.

@@ -55,7 +55,7 @@ func isFormDefault(ct string) bool {
 	return strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "application/x-www-form-urlencoded")
 }
 
-// encodingOf returns a body's encoding (PROTOCOL.md, "Encodings"): the one
+// encodingOf returns a body's encoding (docs/protocol.md#encodings): the one
 // its Content-Type names, else JSON when the body is a JSON object. Another
 // Content-Type is a 415.
 func encodingOf(r *http.Request, body []byte) (bus.Encoding, *httpError) {

@@ -1,10 +1,10 @@
-// Package gateway is the HTTP face of a Lovia fleet (PROTOCOL.md, "HTTP
-// gateway"): browsers and scripts submit runs, follow their events as
-// Server-Sent Events, approve, cancel and steer them, and read sessions,
-// without speaking NATS. A [Gateway] holds no run state: it calls a
-// [service.API] in process and tails events with a [client.Client], so any
-// number of gateways can serve one fleet. While started it also serves the
-// `lovia` NATS micro service, like every worker.
+// Package gateway is the HTTP face of a Lovia fleet
+// (docs/protocol.md#http-gateway): browsers and scripts submit runs, follow
+// their events as Server-Sent Events, approve, cancel and steer them, and
+// read sessions, without speaking NATS. A [Gateway] holds no run state: it
+// calls a [service.API] in process and tails events with a [client.Client],
+// so any number of gateways can serve one fleet. While started it also
+// serves the `lovia` NATS micro service, like every worker.
 //
 // # Routes
 //

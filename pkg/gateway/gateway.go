@@ -16,7 +16,7 @@ import (
 	"github.com/lovia-fleet/lovia/pkg/service"
 )
 
-// Gateway serves the HTTP API of PROTOCOL.md ("HTTP gateway") and, while
+// Gateway serves the HTTP API of docs/protocol.md#http-gateway and, while
 // started, the `lovia` NATS micro service. It holds no run state: any
 // number of gateways can serve one fleet. Its methods are safe for
 // concurrent use.

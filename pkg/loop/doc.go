@@ -1,6 +1,6 @@
 // Package loop is the agent runtime of Lovia Fleet: it executes one run of
 // an agent in process, with no network of its own, following lovia's
-// semantics (see LOVIA-SEMANTICS.md in the shared documents).
+// semantics, which this page describes.
 //
 // # Concepts
 //

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// EntryKind names a transcript entry's kind on the wire (PROTOCOL.md, "Transcript entries").
+// EntryKind names a transcript entry's kind on the wire (docs/protocol.md#transcript-entries).
 type EntryKind string
 
 // Entry kinds.

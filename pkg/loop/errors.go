@@ -203,7 +203,7 @@ func (e *OutputValidationError) Unwrap() error        { return e.Cause }
 func (e *OutputValidationError) Is(target error) bool { return target == ErrOutputValidation }
 
 // Describe returns the JSON-safe description of err, with the loop's error
-// type names (PROTOCOL.md) and hints.
+// type names (docs/protocol.md#error-types) and hints.
 func Describe(err error) ErrorInfo {
 	if err == nil {
 		return ErrorInfo{}

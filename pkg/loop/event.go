@@ -2,7 +2,7 @@ package loop
 
 import "sync"
 
-// EventType is an event's stable kind string (PROTOCOL.md, "Events").
+// EventType is an event's stable kind string (docs/protocol.md#event-types).
 type EventType string
 
 // Event types.

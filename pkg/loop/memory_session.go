@@ -234,7 +234,7 @@ func TrimToolOutput(output string, keepChars int, callID string) (string, bool) 
 
 // memNewRunID returns a run id that sorts by creation time: 12 hex digits of
 // Unix milliseconds followed by 20 random hex digits (32 characters of
-// [0-9a-f], valid wherever PROTOCOL.md accepts a run id).
+// [0-9a-f], valid wherever docs/protocol.md accepts a run id).
 func memNewRunID() string {
 	var b [16]byte
 	ms := uint64(time.Now().UnixMilli())

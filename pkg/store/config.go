@@ -9,7 +9,7 @@ import (
 )
 
 // Default bucket names. The canonical names live with the other subjects
-// and buckets of the fleet in pkg/bus; these defaults match PROTOCOL.md with
+// and buckets of the fleet in pkg/bus; these defaults match docs/protocol.md with
 // the default prefix.
 const (
 	DefaultCheckpointBucket = "lovia_checkpoints"

@@ -20,7 +20,7 @@ import (
 //	store: checkpoint append run-1: checkpoint fenced: another writer owns this run: nats: API error: code=400 err_code=10071 …
 var (
 	// ErrInvalidID: a run id, session id or mailbox token is not 1–128
-	// characters of [A-Za-z0-9_-] (PROTOCOL.md, "Identifiers").
+	// characters of [A-Za-z0-9_-] (docs/protocol.md#identifiers).
 	ErrInvalidID = errors.New("invalid id")
 	// ErrInvalidArgument: an argument is out of range (a negative count).
 	ErrInvalidArgument = errors.New("invalid argument")

@@ -19,7 +19,7 @@ import (
 //	any bucket   <id>.x.<nonce>.<i>          chunk i of a value too large for one message
 
 // validID reports whether id is 1–128 characters of [A-Za-z0-9_-], the
-// identifier rule of PROTOCOL.md, which also makes it one KV key token.
+// identifier rule of docs/protocol.md, which also makes it one KV key token.
 func validID(id string) bool {
 	if len(id) == 0 || len(id) > 128 {
 		return false

@@ -10,7 +10,7 @@ import (
 )
 
 // RunStatus is a run's status in the index, as the status reply names it
-// (PROTOCOL.md).
+// (docs/protocol.md#run-status).
 type RunStatus string
 
 // Run statuses.

@@ -195,7 +195,7 @@ func TestInjectFromAPI(t *testing.T) {
 }
 
 // TestControlWhileOwnerless proves that decisions made while no worker
-// owns a run are persisted and reach it on the next claim (PROTOCOL.md:
+// owns a run are persisted and reach it on the next claim (docs/protocol.md:
 // "reach the run whenever a worker owns it"): a run released by an
 // ordered shutdown gets an inject and a cancel while ownerless; the next
 // worker resumes it and fails it RunCancelled at once — one terminal event.

@@ -82,7 +82,7 @@ func TestApprovalParksAndResumesOnDecision(t *testing.T) {
 	runID := submitParked(t, f, "gated")
 	st, err := f.Client.Status(ctx, runID)
 	require.NoError(t, err)
-	require.Equal(t, bus.StateRunning, st.Status, "a parked run is running, as PROTOCOL.md names it")
+	require.Equal(t, bus.StateRunning, st.Status, "a parked run is running, as docs/protocol.md names it")
 	require.NotNil(t, st.Awaiting, "the status says what the parked run waits for")
 	require.Equal(t, "c1", st.Awaiting.CallID)
 	require.WithinDuration(t, time.Now().Add(10*time.Minute), st.Awaiting.Deadline, time.Minute)

@@ -32,7 +32,7 @@ func testContext(t *testing.T) context.Context {
 var idSeq atomic.Uint64
 
 // newID returns an id unique within the test binary, valid as a run id,
-// session id or mailbox token (PROTOCOL.md: 1–128 of [A-Za-z0-9_-]).
+// session id or mailbox token (docs/protocol.md#identifiers: 1–128 of [A-Za-z0-9_-]).
 func newID(prefix string) string {
 	return fmt.Sprintf("%s-%d-%d", prefix, time.Now().UnixNano()%1_000_000, idSeq.Add(1))
 }
