@@ -28,6 +28,7 @@ func TestDevSizesTheClaimLimit(t *testing.T) {
 	pc.Workers.MaxAckPending = 1000
 	_, err = bus.Provision(ctx, js, pc)
 	require.NoError(t, err)
+	require.NoError(t, bus.ProvisionAgents(ctx, js, pc, []string{"demo"}, false))
 	nc.Close()
 	require.NoError(t, srv.Shutdown(ctx))
 
@@ -37,7 +38,7 @@ func TestDevSizesTheClaimLimit(t *testing.T) {
 	defer nc.Close()
 	js, err = jetstream.New(nc)
 	require.NoError(t, err)
-	cons, err := js.Consumer(ctx, "LOVIA_RUNS", "workers")
+	cons, err := js.Consumer(ctx, "LOVIA_RUNS", "agent-demo")
 	require.NoError(t, err)
 	require.Equal(t, bus.DefaultWorkersAckPending, cons.CachedInfo().Config.MaxAckPending)
 }

@@ -45,18 +45,18 @@ const (
 // for as long as it runs), so liveness does not look at NATS.
 //
 // GET /readyz is readiness: 200 once the worker has provisioned (or found)
-// the streams and is claiming, while NATS is connected and the workers
-// consumer answers; 503 with the reason otherwise, and from the moment
+// the streams and is claiming, while NATS is connected and the consumers
+// of its agents answer; 503 with the reason otherwise, and from the moment
 // the ordered shutdown begins.
 type workerProbes struct {
-	nc       *nats.Conn
-	js       jetstream.JetStream
-	stream   string
-	consumer string
-	state    atomic.Int32
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	stream    string
+	consumers []string // the consumers of the worker's agents
+	state     atomic.Int32
 }
 
-func newWorkerProbes(nc *nats.Conn, prefix string) (*workerProbes, error) {
+func newWorkerProbes(nc *nats.Conn, prefix string, agents []string) (*workerProbes, error) {
 	names, err := bus.NewNames(prefix)
 	if err != nil {
 		return nil, fmt.Errorf("--prefix %q: %w", prefix, err)
@@ -65,7 +65,15 @@ func newWorkerProbes(nc *nats.Conn, prefix string) (*workerProbes, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &workerProbes{nc: nc, js: js, stream: names.RunsStream(), consumer: names.WorkersConsumer()}, nil
+	p := &workerProbes{nc: nc, js: js, stream: names.RunsStream()}
+	for _, a := range agents {
+		c, err := names.AgentConsumer(a)
+		if err != nil {
+			return nil, err
+		}
+		p.consumers = append(p.consumers, c)
+	}
+	return p, nil
 }
 
 // started marks the worker as claiming; stopping marks the ordered
@@ -105,7 +113,7 @@ func (p *workerProbes) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 // ready is nil when the worker is claiming, NATS is connected and the
-// workers consumer of the runs stream answers.
+// consumers of its agents on the runs stream answer.
 func (p *workerProbes) ready(ctx context.Context) error {
 	switch p.state.Load() {
 	case probeStarting:
@@ -118,8 +126,10 @@ func (p *workerProbes) ready(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	if _, err := p.js.Consumer(ctx, p.stream, p.consumer); err != nil {
-		return fmt.Errorf("consumer %s on stream %s: %w", p.consumer, p.stream, err)
+	for _, c := range p.consumers {
+		if _, err := p.js.Consumer(ctx, p.stream, c); err != nil {
+			return fmt.Errorf("consumer %s on stream %s: %w", c, p.stream, err)
+		}
 	}
 	return nil
 }

@@ -145,7 +145,7 @@ agents:
 	})
 }
 
-// Readiness follows the real state: the workers consumer gone (streams not
+// Readiness follows the real state: its agent's consumer gone (streams not
 // provisioned) or NATS unreachable make the worker unready; liveness stays.
 func TestWorkerReadinessFollowsNATS(t *testing.T) {
 	t.Parallel()
@@ -158,8 +158,8 @@ func TestWorkerReadinessFollowsNATS(t *testing.T) {
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
-	require.NoError(t, js.DeleteConsumer(t.Context(), "LOVIA_RUNS", "workers"))
-	w.waitProbe(t, "/readyz", http.StatusServiceUnavailable, "unavailable", "consumer workers on stream LOVIA_RUNS")
+	require.NoError(t, js.DeleteConsumer(t.Context(), "LOVIA_RUNS", "agent-demo"))
+	w.waitProbe(t, "/readyz", http.StatusServiceUnavailable, "unavailable", "consumer agent-demo on stream LOVIA_RUNS")
 
 	srv.Shutdown()
 	srv.WaitForShutdown()
@@ -176,7 +176,7 @@ func TestWorkerProbesStarting(t *testing.T) {
 	nc, err := nats.Connect(srv.ClientURL())
 	require.NoError(t, err)
 	defer nc.Close()
-	p, err := newWorkerProbes(nc, "lovia")
+	p, err := newWorkerProbes(nc, "lovia", []string{"demo"})
 	require.NoError(t, err)
 
 	rec := httptest.NewRecorder()

@@ -136,7 +136,7 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	defer stopDeps(deps) // after the worker's Stop below
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
-	probes, err := newWorkerProbes(nc, nf.prefix)
+	probes, err := newWorkerProbes(nc, nf.prefix, deps.catalog.Names())
 	if err != nil {
 		return usageErr(env, fs, err.Error())
 	}

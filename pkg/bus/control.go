@@ -75,6 +75,9 @@ type StatusReply struct {
 	// Awaiting is set while the run waits, parked on no worker, for an
 	// approval decision. (An addition to PROTOCOL.md's status reply.)
 	Awaiting *Awaiting `json:"awaiting,omitempty" msgpack:"awaiting,omitempty"`
+	// Waiting says why a queued run is not running yet, when the fleet
+	// knows: no live worker serves its agent.
+	Waiting string `json:"waiting,omitempty" msgpack:"waiting,omitempty"`
 }
 
 // Awaiting names what a parked run waits for.

@@ -59,11 +59,9 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig)
 		}
 	}
 	if !cfg.SkipWorkers {
-		want := workersConsumerConfig(names, cfg)
-		if err := p.retry(ctx, func() (bool, error) {
-			err := p.consumer(ctx, names.RunsStream(), want)
-			return err == nil, err
-		}); err != nil {
+		// Runs are routed by agent: the consumers are the agents' (see
+		// ProvisionAgents); the fleet-wide settings apply to each.
+		if err := p.reconcileAgentConsumers(ctx, names); err != nil {
 			return p.report, err
 		}
 	}

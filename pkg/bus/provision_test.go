@@ -17,7 +17,13 @@ func allAssets(n bus.Names) []string {
 	for _, b := range n.Buckets() {
 		out = append(out, bus.KVStream(b))
 	}
-	return append(out, n.RunsStream()+"/"+n.WorkersConsumer())
+	return out
+}
+
+// provisionAgents provisions the consumers of agents, as a worker does.
+func provisionAgents(t *testing.T, b *testBundle, cfg bus.ProvisionConfig, agents ...string) {
+	t.Helper()
+	require.NoError(t, bus.ProvisionAgents(ctxT(t), b.js, cfg, agents, false))
 }
 
 func TestProvision(t *testing.T) {
@@ -74,10 +80,12 @@ func TestProvision(t *testing.T) {
 			leaderReads := name != b.names.MailboxBucket()
 			require.Equal(t, !leaderReads, s.CachedInfo().Config.AllowDirect, "bucket %s direct gets", name)
 		}
-		cons, err := b.js.Consumer(ctx, "LOVIA_RUNS", "workers")
+		provisionAgents(t, b, bus.ProvisionConfig{}, "a")
+		cons, err := b.js.Consumer(ctx, "LOVIA_RUNS", "agent-a")
 		require.NoError(t, err)
 		require.Equal(t, jetstream.AckExplicitPolicy, cons.CachedInfo().Config.AckPolicy)
 		require.Equal(t, 30*time.Second, cons.CachedInfo().Config.AckWait)
+		require.Equal(t, "lovia.submit.a", cons.CachedInfo().Config.FilterSubject, "a worker claims only runs of the agents it serves")
 	})
 
 	t.Run("updates what the server can change", func(t *testing.T) {
@@ -86,13 +94,14 @@ func TestProvision(t *testing.T) {
 		ctx := ctxT(t)
 		_, err := bus.Provision(ctx, b.js, bus.ProvisionConfig{})
 		require.NoError(t, err)
+		provisionAgents(t, b, bus.ProvisionConfig{}, "a")
 		rep, err := bus.Provision(ctx, b.js, bus.ProvisionConfig{
 			Events:      bus.EventsStreamConfig{MaxAge: time.Hour},
 			Checkpoints: bus.BucketConfig{History: 5},
 			Workers:     bus.WorkersConsumerConfig{AckWait: 10 * time.Second},
 		})
 		require.NoError(t, err)
-		require.ElementsMatch(t, []string{"LOVIA_EVENTS", "KV_lovia_checkpoints", "LOVIA_RUNS/workers"}, rep.Updated)
+		require.ElementsMatch(t, []string{"LOVIA_EVENTS", "KV_lovia_checkpoints", "LOVIA_RUNS/agent-a"}, rep.Updated)
 		s, err := b.js.Stream(ctx, "LOVIA_EVENTS")
 		require.NoError(t, err)
 		require.Equal(t, time.Hour, s.CachedInfo().Config.MaxAge)
@@ -109,7 +118,8 @@ func TestProvision(t *testing.T) {
 		ctx := ctxT(t)
 		_, err := bus.Provision(ctx, b.js, bus.ProvisionConfig{})
 		require.NoError(t, err)
-		cons, err := b.js.Consumer(ctx, "LOVIA_RUNS", "workers")
+		provisionAgents(t, b, bus.ProvisionConfig{}, "a")
+		cons, err := b.js.Consumer(ctx, "LOVIA_RUNS", "agent-a")
 		require.NoError(t, err)
 		require.Equal(t, bus.DefaultWorkersAckPending, cons.CachedInfo().Config.MaxAckPending, "created with the default")
 
@@ -118,10 +128,31 @@ func TestProvision(t *testing.T) {
 		rep, err := bus.Provision(ctx, b.js, bus.ProvisionConfig{})
 		require.NoError(t, err)
 		require.Empty(t, rep.Updated)
-		cons, err = b.js.Consumer(ctx, "LOVIA_RUNS", "workers")
+		cons, err = b.js.Consumer(ctx, "LOVIA_RUNS", "agent-a")
 		require.NoError(t, err)
 		require.Equal(t, 2*time.Minute, cons.CachedInfo().Config.AckWait)
 		require.Equal(t, 50000, cons.CachedInfo().Config.MaxAckPending)
+		// A new agent's consumer takes what the fleet has.
+		provisionAgents(t, b, bus.ProvisionConfig{}, "b")
+		cons, err = b.js.Consumer(ctx, "LOVIA_RUNS", "agent-b")
+		require.NoError(t, err)
+		require.Equal(t, 2*time.Minute, cons.CachedInfo().Config.AckWait)
+		require.Equal(t, 50000, cons.CachedInfo().Config.MaxAckPending)
+	})
+
+	t.Run("deletes the workers consumer of an earlier release", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := ctxT(t)
+		_, err := bus.Provision(ctx, b.js, bus.ProvisionConfig{})
+		require.NoError(t, err)
+		_, err = b.js.CreateOrUpdateConsumer(ctx, "LOVIA_RUNS", jetstream.ConsumerConfig{Durable: "workers", AckPolicy: jetstream.AckExplicitPolicy})
+		require.NoError(t, err)
+		provisionAgents(t, b, bus.ProvisionConfig{}, "a")
+		_, err = b.js.Consumer(ctx, "LOVIA_RUNS", "workers")
+		require.ErrorIs(t, err, jetstream.ErrConsumerNotFound)
+		_, err = b.js.Consumer(ctx, "LOVIA_RUNS", "agent-a")
+		require.NoError(t, err)
 	})
 
 	t.Run("keeps settings it does not own", func(t *testing.T) {
@@ -181,9 +212,10 @@ func TestProvision(t *testing.T) {
 		ctx := ctxT(t)
 		_, err := bus.Provision(ctx, b.js, bus.ProvisionConfig{})
 		require.NoError(t, err)
+		provisionAgents(t, b, bus.ProvisionConfig{}, "a")
 		_, err = bus.Provision(ctx, b.js, bus.ProvisionConfig{Workers: bus.WorkersConsumerConfig{MaxWaiting: 7}})
 		require.ErrorIs(t, err, bus.ErrIncompatibleStream)
-		require.Contains(t, err.Error(), "LOVIA_RUNS/workers")
+		require.Contains(t, err.Error(), "LOVIA_RUNS/agent-a")
 		require.Contains(t, err.Error(), "max waiting")
 	})
 

@@ -138,8 +138,43 @@ func (n Names) RunsStream() string { return n.upper() + "_RUNS" }
 func (n Names) EventsStream() string { return n.upper() + "_EVENTS" }
 
 // WorkersConsumer is the durable pull consumer on RunsStream that workers
-// claim runs from.
+// of earlier releases claimed every run from. Runs are routed by agent now
+// (AgentConsumer); Provision deletes this one, which would overlap them.
 func (n Names) WorkersConsumer() string { return "workers" }
+
+// AgentConsumerPrefix starts the name of every agent's consumer.
+const AgentConsumerPrefix = "agent-"
+
+// AgentConsumer is the durable pull consumer on RunsStream that the
+// workers serving agent claim its runs from (agent-<agent>, filtered on
+// Submit(agent)): a worker claims only runs of agents it serves.
+func (n Names) AgentConsumer(agent string) (string, error) {
+	if err := ValidateID("agent", agent); err != nil {
+		return "", err
+	}
+	return AgentConsumerPrefix + agent, nil
+}
+
+// ParseAgentConsumer returns the agent of an AgentConsumer name.
+func ParseAgentConsumer(consumer string) (agent string, ok bool) {
+	agent, ok = strings.CutPrefix(consumer, AgentConsumerPrefix)
+	return agent, ok && ValidateID("agent", agent) == nil
+}
+
+// FleetBucket is the KV bucket where live workers announce themselves and
+// the agents they serve (key w.<worker>).
+func (n Names) FleetBucket() string { return n.lower() + "_fleet" }
+
+// WorkerPing is the subject a live worker answers presence pings on
+// (<p>.worker.<id>.ping).
+func (n Names) WorkerPing(worker string) string { return n.Prefix() + ".worker." + worker + ".ping" }
+
+// Control is the subject the API notifies a run's owner on when its
+// control state changed (<p>.control.<run_id>).
+func (n Names) Control(runID string) string { return n.Prefix() + ".control." + runID }
+
+// ControlWildcard matches every Control subject.
+func (n Names) ControlWildcard() string { return n.Prefix() + ".control.*" }
 
 // DeadLetterStream is the stream that keeps the server's max-deliveries
 // advisories of the workers consumer (at-most-once core messages) until a
@@ -149,10 +184,10 @@ func (n Names) DeadLetterStream() string { return n.upper() + "_DLQ" }
 // DeadLetterConsumer is the workers' shared durable consumer on it.
 func (n Names) DeadLetterConsumer() string { return "deadletters" }
 
-// MaxDeliveriesAdvisory is the advisory subject the server publishes when
-// a run request reached the workers consumer's MaxDeliver.
+// MaxDeliveriesAdvisory matches the advisory subjects the server publishes
+// when a run request reached an agent consumer's MaxDeliver.
 func (n Names) MaxDeliveriesAdvisory() string {
-	return "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + n.RunsStream() + "." + n.WorkersConsumer()
+	return "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + n.RunsStream() + ".*"
 }
 
 // SessionsBucket is the KV bucket of conversation segments.

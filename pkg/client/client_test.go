@@ -247,7 +247,7 @@ func TestSubmitErrors(t *testing.T) {
 	_, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "nobody", Input: bus.TextInput("hi")})
 	ae := apiError(t, err, bus.TypeUnknownAgent)
 	require.Equal(t, `unknown agent "nobody"`, ae.Message)
-	require.Equal(t, "use one of: calc, gated, napper, sleeper", ae.Hint)
+	require.Equal(t, "use one of the agents the fleet serves: calc, gated, napper, sleeper; or start a worker whose agents file defines nobody", ae.Hint)
 	require.Equal(t, 404, ae.Code())
 
 	_, err = f.Client.Submit(ctx, &bus.RunRequest{RunID: "bad id", Agent: "calc", Input: bus.TextInput("hi")})

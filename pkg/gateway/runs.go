@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/nats-io/nats.go"
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
 )
@@ -186,18 +185,9 @@ func (g *Gateway) rewind(w http.ResponseWriter, r *http.Request) {
 	g.reply(w, r, http.StatusOK, rep, err)
 }
 
-// agents handles GET /v1/agents: the API's catalog, else whichever
-// process on the bus serves the agents endpoint.
+// agents handles GET /v1/agents: the agents the live fleet serves.
 func (g *Gateway) agents(w http.ResponseWriter, r *http.Request) {
-	if rep := g.cfg.API.Agents(); rep != nil {
-		g.reply(w, r, http.StatusOK, rep, nil)
-		return
-	}
-	rep, err := g.cfg.Client.Agents(r.Context())
-	if errors.Is(err, nats.ErrNoResponders) {
-		err = newError(http.StatusServiceUnavailable, TypeUnavailable, "no process on this NATS serves the list of agents",
-			"start a gateway (or lovia dev) with --agents FILE")
-	}
+	rep, err := g.cfg.API.FleetAgents(r.Context())
 	g.reply(w, r, http.StatusOK, rep, err)
 }
 

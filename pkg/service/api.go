@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"sort"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/catalog"
+	"github.com/lovia-fleet/lovia/pkg/lifecycle"
 	"github.com/lovia-fleet/lovia/pkg/loop"
 	"github.com/lovia-fleet/lovia/pkg/store"
 )
@@ -49,6 +49,7 @@ type API struct {
 	log   *slog.Logger
 	// dedup is the RUNS stream's deduplication window, read once.
 	dedup atomic.Int64
+	fleet fleetState
 }
 
 // NewAPI validates cfg.
@@ -99,11 +100,8 @@ func (a *API) Submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 	if req.Agent == "" {
 		return nil, invalid("agent", "is required")
 	}
-	if a.cfg.Catalog != nil {
-		if _, ok := a.cfg.Catalog.Get(req.Agent); !ok {
-			return nil, &bus.APIError{Type: bus.TypeUnknownAgent, Message: fmt.Sprintf("unknown agent %q", req.Agent),
-				Hint: "use one of: " + strings.Join(a.cfg.Catalog.Names(), ", ")}
-		}
+	if err := a.checkAgent(ctx, req.Agent); err != nil {
+		return nil, err
 	}
 	if n := inputSize(req.Input); n > a.cfg.MaxInputBytes {
 		return nil, invalid("input", fmt.Sprintf("is %d bytes, over the %d-byte limit", n, a.cfg.MaxInputBytes))
@@ -117,10 +115,9 @@ func (a *API) Submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 	events, _ := a.names.Events(req.RunID)
 	reply := &bus.SubmitReply{RunID: req.RunID, EventsSubject: events, Agent: req.Agent, Status: bus.StateQueued}
 	runs := a.cfg.Store.Runs()
-	e, err := runs.Create(ctx, store.RunRecord{
-		RunID: req.RunID, Agent: req.Agent, SessionID: req.SessionID, Status: store.RunQueued,
-		Metadata: req.Metadata, Submissions: 1,
-	})
+	e, err := runs.Create(ctx, lifecycle.Submit(lifecycle.Submission{
+		RunID: req.RunID, Agent: req.Agent, SessionID: req.SessionID, Metadata: req.Metadata,
+	}))
 	switch {
 	case errors.Is(err, store.ErrRunExists):
 		cur, gerr := runs.Get(ctx, req.RunID)
@@ -155,17 +152,8 @@ func (a *API) Submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 		if rec.Agent != "" && req.Agent != rec.Agent {
 			return nil, invalid("agent", fmt.Sprintf("run %s belongs to agent %q, not %q", req.RunID, rec.Agent, req.Agent))
 		}
-		e, err = runs.Modify(ctx, req.RunID, func(r *store.RunRecord) error {
-			if !r.Status.Ended() {
-				return errAlreadyQueued
-			}
-			// A run a raw publish created counts as submission 1.
-			r.Submissions = max(r.Submissions, 1) + 1
-			r.Status, r.Error, r.Result, r.Usage = store.RunQueued, nil, nil, nil
-			r.RequestSeq, r.Requeues = 0, 0
-			return nil
-		})
-		if errors.Is(err, errAlreadyQueued) {
+		e, err = runs.Modify(ctx, req.RunID, transition(lifecycle.Resubmit))
+		if errors.Is(err, lifecycle.ErrNotEnded) {
 			reply.Status = bus.StateQueued
 			return reply, nil
 		}
@@ -183,7 +171,17 @@ func (a *API) Submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 	return reply, nil
 }
 
-var errAlreadyQueued = errors.New("already queued")
+// transition adapts a lifecycle transition to store.Runs.Modify.
+func transition(t func(store.RunRecord) (store.RunRecord, error)) func(*store.RunRecord) error {
+	return func(r *store.RunRecord) error {
+		next, err := t(*r)
+		if err != nil {
+			return err
+		}
+		*r = next
+		return nil
+	}
+}
 
 // wireState is a run status as PROTOCOL.md names it: a parked run (waiting
 // for an approval decision on no worker) is running.
@@ -224,13 +222,9 @@ func (a *API) settled(ctx context.Context, e *store.RunEntry) store.RunRecord {
 	if owned, err := a.cfg.Store.Control().Owned(ctx, rec.RunID); err != nil || owned {
 		return rec
 	}
-	fixed, err := a.cfg.Store.Runs().Modify(ctx, rec.RunID, func(r *store.RunRecord) error {
-		if r.Status != store.RunRunning || !last.Stored.After(r.UpdatedAt) {
-			return errLeaveAlone
-		}
-		r.ApplyTerminal(ev, last.Stored.UTC())
-		return nil
-	})
+	fixed, err := a.cfg.Store.Runs().Modify(ctx, rec.RunID, transition(func(r store.RunRecord) (store.RunRecord, error) {
+		return lifecycle.Repair(r, ev, last.Stored)
+	}))
 	if err != nil {
 		return rec
 	}
@@ -238,7 +232,6 @@ func (a *API) settled(ctx context.Context, e *store.RunEntry) store.RunRecord {
 	return fixed.Record
 }
 
-var errLeaveAlone = errors.New("leave the record alone")
 
 // dedupWindow is the RUNS stream's deduplication window (0 when it cannot
 // be read).
@@ -278,7 +271,11 @@ func (a *API) enqueue(ctx context.Context, req *bus.RunRequest, enc bus.Encoding
 	}
 	// A compare-and-set: a worker that has claimed the request already
 	// recorded its sequence (and changed the record) — nothing to add.
-	rec.RequestSeq = seq
+	next, err := lifecycle.RecordRequest(*rec, seq)
+	if err != nil {
+		return nil
+	}
+	e.Record = next
 	if err := a.cfg.Store.Runs().Update(ctx, e); err != nil && !errors.Is(err, store.ErrConflict) {
 		a.log.Warn("recording the run request's stream sequence failed; a loss of this request is noticed only within the deduplication window",
 			"run_id", req.RunID, "seq", seq, "error", err)
@@ -334,9 +331,12 @@ func (a *API) requeue(ctx context.Context, e *store.RunEntry, req *bus.RunReques
 // worker changed the record first (or the store failed: the client's next
 // retry tries again), and the caller leaves the run alone.
 func (a *API) bumpRequeues(ctx context.Context, e *store.RunEntry) bool {
-	e.Record.Requeues++
-	e.Record.RequestSeq = 0
-	err := a.cfg.Store.Runs().Update(ctx, e)
+	next, err := lifecycle.Requeue(e.Record)
+	if err != nil {
+		return false
+	}
+	e.Record = next
+	err = a.cfg.Store.Runs().Update(ctx, e)
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		a.log.Warn("counting a requeue in the run index failed", "run_id", e.Record.RunID, "error", err)
 	}
@@ -376,6 +376,9 @@ func (a *API) Status(ctx context.Context, runID string) (*bus.StatusReply, error
 	}
 	if r.Status == store.RunParked && r.Parked != nil {
 		rep.Awaiting = &bus.Awaiting{CallID: r.Parked.CallID, Deadline: r.Parked.Deadline}
+	}
+	if r.Status == store.RunQueued {
+		rep.Waiting = a.waiting(ctx, r.Agent)
 	}
 	return rep, nil
 }
@@ -469,7 +472,7 @@ func (a *API) delivered(ctx context.Context, runID string, submission int) bool 
 	if max(e.Record.Submissions, 1) != max(submission, 1) {
 		return false
 	}
-	if _, err := wake(ctx, a.js, a.names, a.cfg.Store, e); err != nil {
+	if _, err := lifecycle.WakeEntry(ctx, a.js, a.names, a.cfg.Store, e); err != nil {
 		a.log.Warn("waking a parked run failed; its approval deadline wakes it", "run_id", runID, "error", err)
 	}
 	return true

@@ -56,9 +56,7 @@ func (s *Service) Start(ctx context.Context) error {
 		add("session_get", api+".session.*.get", s.session),
 		add("session_rewind", api+".session.*.rewind", s.rewind),
 	)
-	if s.api.cfg.Catalog != nil {
-		errs = append(errs, add("agents", n.Agents(), s.agents))
-	}
+	errs = append(errs, add("agents", n.Agents(), s.agents))
 	if err := errors.Join(errs...); err != nil {
 		_ = svc.Stop()
 		return err
@@ -185,6 +183,6 @@ func (s *Service) rewind(ctx context.Context, r micro.Request) (any, error) {
 	return s.api.Rewind(ctx, token(r.Subject(), 1), req)
 }
 
-func (s *Service) agents(context.Context, micro.Request) (any, error) {
-	return s.api.Agents(), nil
+func (s *Service) agents(ctx context.Context, _ micro.Request) (any, error) {
+	return s.api.FleetAgents(ctx)
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"time"
 
@@ -28,25 +27,6 @@ type Parking struct {
 	// resumed run continues after it even if the events stream has
 	// dropped the run's events meanwhile (past its max age).
 	LastSeq uint64 `json:"last_seq" msgpack:"last_seq"`
-}
-
-var errNotParkable = errors.New("the run is not this claim's to park")
-
-// Park marks a run parked, if the run index still shows it running under
-// claim attempt (another worker has not claimed it since). It reports
-// whether it did.
-func (r *Runs) Park(ctx context.Context, runID string, attempt int, p Parking) (bool, error) {
-	_, err := r.Modify(ctx, runID, func(rec *RunRecord) error {
-		if rec.Status != RunRunning || rec.Attempt != attempt {
-			return errNotParkable
-		}
-		rec.Status, rec.Parked = RunParked, &p
-		return nil
-	})
-	if errors.Is(err, errNotParkable) {
-		return false, nil
-	}
-	return err == nil, err
 }
 
 // Park timers: one key per parked run, so that every worker can watch the

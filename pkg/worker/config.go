@@ -14,6 +14,7 @@ import (
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/catalog"
+	"github.com/lovia-fleet/lovia/pkg/fleet"
 	"github.com/lovia-fleet/lovia/pkg/loop"
 	"github.com/lovia-fleet/lovia/pkg/store"
 )
@@ -41,12 +42,37 @@ type Config struct {
 	Heartbeat time.Duration
 	// TakeoverInterval is how often the worker checks whether workers that
 	// hold runs are still there, to release a dead one's runs before the
-	// ack wait. Default 1s.
+	// ack wait. Default 250ms.
 	TakeoverInterval time.Duration
-	// TakeoverGrace is how long a worker must stay absent before its runs
-	// are released: a worker that is only reconnecting (a NATS restart, a
-	// network blip) is absent too, for about its reconnect wait. Default 5s.
+	// TakeoverGrace is how long a worker must stay absent (its presence
+	// subject without responders) before its runs are released. Default 1s.
 	TakeoverGrace time.Duration
+	// ReconnectGrace replaces TakeoverGrace for ReconnectWindow after this
+	// worker's own connection to NATS was lost and restored: after a NATS
+	// restart every worker is absent until its own reconnect (about the
+	// client's reconnect wait, 2s by default), and must keep its runs.
+	// Default 5s.
+	ReconnectGrace time.Duration
+	// ReconnectWindow is how long after its own reconnect the worker uses
+	// ReconnectGrace. Default 15s.
+	ReconnectWindow time.Duration
+	// PingTimeout bounds a presence ping of another worker. Default 2s.
+	PingTimeout time.Duration
+	// FetchTimeout is the longest a fetch of new runs waits. Default 2s.
+	FetchTimeout time.Duration
+	// FetchRetry is the pause after a failed fetch. Default 500ms.
+	FetchRetry time.Duration
+	// SweepInterval is how often the worker looks for run requests that
+	// no agent's consumer routes (raw publishes for an agent no worker
+	// serves) to index their runs as queued. Default 5s.
+	SweepInterval time.Duration
+	// AnnounceInterval is how often the worker refreshes its entry in the
+	// fleet registry (the agents it serves). Default 2s.
+	AnnounceInterval time.Duration
+	// StoreTimeout bounds each of the worker's own store and stream calls
+	// around a run (claim bookkeeping, releases, cancel polls, last-event
+	// reads). Default 5s.
+	StoreTimeout time.Duration
 	// ShutdownGrace is how long Stop lets runs finish before interrupting
 	// them at a checkpoint. Default 10s.
 	ShutdownGrace time.Duration
@@ -89,10 +115,12 @@ type Config struct {
 const (
 	DefaultConcurrency     = 1024
 	DefaultAckWait         = 30 * time.Second
-	DefaultTakeoverGrace   = 5 * time.Second
+	DefaultTakeoverGrace   = time.Second
+	DefaultReconnectGrace  = 5 * time.Second
 	DefaultShutdownGrace   = 10 * time.Second
 	DefaultParkAfter       = time.Minute
 	DefaultMaxRequestBytes = 1 << 20
+	DefaultStoreTimeout    = 5 * time.Second
 )
 
 // WithDefaults returns c with unset fields at their defaults.
@@ -114,10 +142,34 @@ func (c Config) WithDefaults() Config {
 		c.Heartbeat = c.AckWait / 3
 	}
 	if c.TakeoverInterval == 0 {
-		c.TakeoverInterval = time.Second
+		c.TakeoverInterval = 250 * time.Millisecond
 	}
 	if c.TakeoverGrace == 0 {
 		c.TakeoverGrace = DefaultTakeoverGrace
+	}
+	if c.ReconnectGrace == 0 {
+		c.ReconnectGrace = DefaultReconnectGrace
+	}
+	if c.ReconnectWindow == 0 {
+		c.ReconnectWindow = 3 * c.ReconnectGrace
+	}
+	if c.PingTimeout == 0 {
+		c.PingTimeout = 2 * time.Second
+	}
+	if c.FetchTimeout == 0 {
+		c.FetchTimeout = 2 * time.Second
+	}
+	if c.FetchRetry == 0 {
+		c.FetchRetry = 500 * time.Millisecond
+	}
+	if c.SweepInterval == 0 {
+		c.SweepInterval = 5 * time.Second
+	}
+	if c.AnnounceInterval == 0 {
+		c.AnnounceInterval = fleet.DefaultInterval
+	}
+	if c.StoreTimeout == 0 {
+		c.StoreTimeout = DefaultStoreTimeout
 	}
 	if c.ShutdownGrace == 0 {
 		c.ShutdownGrace = DefaultShutdownGrace

@@ -8,6 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/lovia-fleet/lovia/pkg/bus"
+
 	"github.com/lovia-fleet/lovia/pkg/loop"
 )
 
@@ -15,7 +17,10 @@ import (
 // state changed (an approval was decided, a cancel requested):
 // "<prefix>.control.<run_id>". The state itself is in the store; the
 // notification only saves the owner a poll.
-func ControlSubject(prefix, runID string) string { return prefix + ".control." + runID }
+func ControlSubject(prefix, runID string) string {
+	n, _ := bus.NewNames(prefix)
+	return n.Control(runID)
+}
 
 // onControl handles a control notification for a run this worker owns.
 func (w *Worker) onControl(m *nats.Msg) {

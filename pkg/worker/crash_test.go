@@ -238,7 +238,7 @@ func TestCrashAfterTerminalBeforeAck(t *testing.T) {
 			killed := time.Now()
 			require.NoError(t, a.Stop(ctx))
 
-			ci, err := f.JS.Consumer(ctx, "LOVIA_RUNS", "workers")
+			ci, err := f.JS.Consumer(ctx, "LOVIA_RUNS", "agent-"+tc.agent)
 			require.NoError(t, err)
 			info, err := ci.Info(ctx)
 			require.NoError(t, err)

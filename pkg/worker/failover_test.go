@@ -179,7 +179,7 @@ func TestHeartbeatFollowsConsumerAckWait(t *testing.T) {
 			cfg.SkipProvision = !provision
 			f.StartWorker(cfg)
 
-			ci, err := f.JS.Consumer(ctx, "LOVIA_RUNS", "workers")
+			ci, err := f.JS.Consumer(ctx, "LOVIA_RUNS", "agent-dozer")
 			require.NoError(t, err)
 			info, err := ci.Info(ctx)
 			require.NoError(t, err)

@@ -159,23 +159,27 @@ func checkOneSubmissionFrom(t testing.TB, envs []*bus.Envelope) {
 	require.True(t, envs[len(envs)-1].IsTerminal())
 }
 
-// waitIdle waits until the RUNS stream is empty and the workers consumer
-// has nothing pending or unacknowledged: every request was acked or
+// waitIdle waits until the RUNS stream is empty and no agent's consumer
+// has anything pending or unacknowledged: every request was acked or
 // terminated, so no worker will publish anything more.
 func waitIdle(t testing.TB, f *fleettest.Fleet, timeout time.Duration) {
 	t.Helper()
 	ctx := context.Background()
 	var last string
 	ok := waitFor(timeout, func() bool {
-		ci, err := f.JS.Consumer(ctx, "LOVIA_RUNS", "workers")
+		agents, err := bus.AgentConsumers(ctx, f.JS, bus.Names{})
 		if err != nil {
 			last = err.Error()
 			return false
 		}
-		info, err := ci.Info(ctx)
-		if err != nil {
-			last = err.Error()
-			return false
+		var pending, ackPending, redelivered uint64
+		for _, agent := range agents {
+			info, err := agentConsumerInfo(ctx, f, agent)
+			if err != nil {
+				last = err.Error()
+				return false
+			}
+			pending, ackPending, redelivered = pending+info.NumPending, ackPending+uint64(info.NumAckPending), redelivered+uint64(info.NumRedelivered)
 		}
 		si, err := f.JS.Stream(ctx, "LOVIA_RUNS")
 		if err != nil {
@@ -187,11 +191,20 @@ func waitIdle(t testing.TB, f *fleettest.Fleet, timeout time.Duration) {
 			last = err.Error()
 			return false
 		}
-		last = fmt.Sprintf("consumer pending %d, ack pending %d, redelivered %d; stream msgs %d",
-			info.NumPending, info.NumAckPending, info.NumRedelivered, sinfo.State.Msgs)
-		return info.NumPending == 0 && info.NumAckPending == 0 && sinfo.State.Msgs == 0
+		last = fmt.Sprintf("consumers pending %d, ack pending %d, redelivered %d; stream msgs %d",
+			pending, ackPending, redelivered, sinfo.State.Msgs)
+		return pending == 0 && ackPending == 0 && sinfo.State.Msgs == 0
 	})
 	require.True(t, ok, "fleet not idle after %s: %s", timeout, last)
+}
+
+// agentConsumerInfo reads the info of an agent's consumer.
+func agentConsumerInfo(ctx context.Context, f *fleettest.Fleet, agent string) (*jetstream.ConsumerInfo, error) {
+	c, err := f.JS.Consumer(ctx, "LOVIA_RUNS", bus.AgentConsumerPrefix+agent)
+	if err != nil {
+		return nil, err
+	}
+	return c.Info(ctx)
 }
 
 // workerConfig is a worker's config for StartWorker: its own connection,

@@ -23,6 +23,8 @@ type metrics struct {
 	fenced       prometheus.Counter
 	takeovers    prometheus.Counter
 	parked       prometheus.Counter
+	released     prometheus.Counter
+	abandoned    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -42,6 +44,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		fenced:       prometheus.NewCounter(prometheus.CounterOpts{Name: "lovia_runs_fenced_total", Help: "Runs this worker stopped because another worker owns them."}),
 		takeovers:    prometheus.NewCounter(prometheus.CounterOpts{Name: "lovia_takeovers_total", Help: "Runs of a gone worker this worker released before the ack wait."}),
 		parked:       prometheus.NewCounter(prometheus.CounterOpts{Name: "lovia_runs_parked_total", Help: "Runs this worker parked to wait for an approval decision off the worker."}),
+		released:     prometheus.NewCounter(prometheus.CounterOpts{Name: "lovia_runs_released_total", Help: "Runs this worker gave back to the work queue without ending them (shutdown, interruption, transient failure)."}),
+		abandoned:    prometheus.NewCounter(prometheus.CounterOpts{Name: "lovia_runs_abandoned_total", Help: "Runs found running or queued with no worker holding them and no request left, failed by this worker's sweep."}),
 	}
 	// Workers of one process share a registry: reuse what is registered.
 	reuse := func(c prometheus.Collector) (prometheus.Collector, error) {
@@ -91,6 +95,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	register(&m.fenced, m.fenced)
 	register(&m.takeovers, m.takeovers)
 	register(&m.parked, m.parked)
+	register(&m.released, m.released)
+	register(&m.abandoned, m.abandoned)
 	if err != nil {
 		return nil, err
 	}

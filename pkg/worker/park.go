@@ -6,8 +6,7 @@ import (
 	"time"
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
-	"github.com/lovia-fleet/lovia/pkg/catalog"
-	"github.com/lovia-fleet/lovia/pkg/service"
+	"github.com/lovia-fleet/lovia/pkg/lifecycle"
 	"github.com/lovia-fleet/lovia/pkg/store"
 )
 
@@ -28,22 +27,19 @@ type parking struct {
 // at once — a decision or cancel stored meanwhile, which the API may have
 // missed — which execute does last, once this execution has let go of the
 // run (so a wake claimed by this very worker finds it free).
-func (w *Worker) park(ctx context.Context, d *delivery, rp *bus.RunPublisher, req *bus.RunRequest, runID string, ag *catalog.Agent, enc bus.Encoding, attempt int, p *parking) (wake bool) {
+func (w *Worker) park(ctx context.Context, x *execution, p *parking) (wake bool) {
+	d, runID := x.d, x.runID
 	log := d.log.With("call_id", p.callID)
 	release := func(msg string, err error) {
-		if !w.releaseClaim(ctx, d, runID, attempt, time.Second) {
-			log.Info(msg+"; another worker has claimed the run since", "error", err)
-			return
-		}
-		log.Warn(msg+"; released the run instead", "error", err)
+		w.release(ctx, x, time.Second, msg+": "+errString(err))
 	}
-	if err := rp.Close(ctx); err != nil {
+	if err := x.rp.Close(ctx); err != nil {
 		release("flushing the run's events before parking failed", err)
 		return false
 	}
-	resume := *req
-	resume.RunID, resume.Agent, resume.IfRunExists = runID, ag.Name, bus.IfExistsResumeOnly
-	body, err := bus.Marshal(enc, &resume)
+	resume := *x.req
+	resume.RunID, resume.Agent, resume.IfRunExists = runID, x.ag.Name, bus.IfExistsResumeOnly
+	body, err := bus.Marshal(x.enc, &resume)
 	if err != nil {
 		release("encoding the resume request failed", err)
 		return false
@@ -53,25 +49,26 @@ func (w *Worker) park(ctx context.Context, d *delivery, rp *bus.RunPublisher, re
 		release("storing the park timer failed", err)
 		return false
 	}
-	parked, err := w.st.Runs().Park(ctx, runID, attempt, store.Parking{
-		CallID: p.callID, Deadline: p.deadline, Request: body, ContentType: enc.ContentType(),
-		Continues: d.meta.Sequence.Stream, TimerRevision: timer, LastSeq: rp.NextSeq() - 1,
-	})
-	if err != nil {
-		release("marking the run parked failed", err)
+	parking := store.Parking{
+		CallID: p.callID, Deadline: p.deadline, Request: body, ContentType: x.enc.ContentType(),
+		Continues: d.meta.Sequence.Stream, TimerRevision: timer, LastSeq: x.rp.NextSeq() - 1,
+	}
+	_, err = w.st.Runs().Modify(ctx, runID, transition(func(r store.RunRecord) (store.RunRecord, error) {
+		return lifecycle.Park(r, x.holder, parking)
+	}))
+	if errors.Is(err, lifecycle.ErrNotHolder) {
+		log.Info("not parking: another worker has claimed the run since")
 		return false
 	}
-	if !parked {
-		log.Info("not parking: another worker has claimed the run since")
+	if err != nil {
+		release("marking the run parked failed", err)
 		return false
 	}
 	w.m.parked.Inc()
 	log.Info("run parked until an approval decision, a cancel or its deadline", "deadline", p.deadline)
 	// Acknowledge before any wake: a redelivery of this request after the
-	// wake's claim would be stale (it is refused, see staleRequest).
-	if err := d.msg.DoubleAck(context.WithoutCancel(ctx)); err != nil {
-		log.Warn("acknowledging the parked run's request failed; a redelivery of it is refused as stale", "error", err)
-	}
+	// wake's claim would be stale (it is refused, see lifecycle.IsStale).
+	w.settleMsg(ctx, d, lifecycle.Verdict{Settle: lifecycle.Ack})
 	if rev, err := w.st.Control().ParkTimerRevision(ctx, runID); err != nil || rev != timer {
 		// A worker whose clock says the deadline has come found the run
 		// not parked yet and cleared its timer: wake it now.
@@ -82,9 +79,9 @@ func (w *Worker) park(ctx context.Context, d *delivery, rp *bus.RunPublisher, re
 
 // wakeNow wakes a run this worker has just parked.
 func (w *Worker) wakeNow(runID string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*w.cfg.StoreTimeout)
 	defer cancel()
-	if _, err := service.Wake(ctx, w.js, w.names, w.st, runID); err != nil {
+	if _, err := lifecycle.WakeRun(ctx, w.js, w.names, w.st, runID); err != nil {
 		w.log.Warn("waking a run for a decision stored while it parked failed; its deadline wakes it", "run_id", runID, "error", err)
 	}
 }
@@ -130,7 +127,7 @@ func (w *Worker) parkTimers(ctx context.Context, updates <-chan store.ParkTimer)
 					continue
 				}
 				delete(timers, run)
-				woke, err := service.Wake(ctx, w.js, w.names, w.st, run)
+				woke, err := lifecycle.WakeRun(ctx, w.js, w.names, w.st, run)
 				switch {
 				case err != nil && !errors.Is(err, store.ErrRunNotFound):
 					w.log.Warn("waking a parked run at its approval deadline failed; retrying", "run_id", run, "error", err)

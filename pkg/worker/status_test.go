@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lovia-fleet/lovia/internal/fleettest"
@@ -80,14 +81,14 @@ func TestStatusAndMetrics(t *testing.T) {
 	require.Error(t, err)
 
 	// Metrics.
-	publishRaw(t, f, "nosuch", []byte(`{"run_id":"m-unknown","input":"x"}`), nil)
-	f.Events("m-unknown", 10*time.Second)
+	publishRaw(t, f, "sleeper", []byte(`{"input":"x","max_turns":-1}`), nats.Header{"Nats-Msg-Id": []string{"m-bad"}})
+	f.Events("m-bad", 10*time.Second)
 	waitIdle(t, f, 10*time.Second)
 	require.Equal(t, 1.0, counter(t, reg, "lovia_runs_started_total", "agent", "gated"))
 	require.Equal(t, 1.0, counter(t, reg, "lovia_runs_started_total", "agent", "sleeper"))
 	require.Equal(t, 1.0, counter(t, reg, "lovia_runs_completed_total", "agent", "gated"))
 	require.Equal(t, 1.0, counter(t, reg, "lovia_runs_failed_total", "agent", "sleeper", "type", "RunCancelled"))
-	require.Equal(t, 1.0, counter(t, reg, "lovia_poison_requests_total", "type", "UnknownAgent"))
+	require.Equal(t, 1.0, counter(t, reg, "lovia_poison_requests_total", "type", "InvalidRequest"))
 	require.Equal(t, 2.0, counter(t, reg, "lovia_tokens_total", "agent", "gated", "kind", "input"))
 	require.Equal(t, 0.0, gauge(t, reg, "lovia_runs_in_flight"))
 	require.EqualValues(t, 1, histCount(t, reg, "lovia_tool_seconds", "tool", "echo"))

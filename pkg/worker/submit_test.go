@@ -300,7 +300,7 @@ func TestRestartSurvivesAnEarlyRelease(t *testing.T) {
 
 	_, err = f.Client.Submit(ctx, &bus.RunRequest{RunID: rep.RunID, Agent: "calc", Input: bus.TextInput("x"), IfRunExists: bus.IfExistsRestart})
 	require.NoError(t, err)
-	cons, err := f.JS.Consumer(ctx, "LOVIA_RUNS", "workers")
+	cons, err := f.JS.Consumer(ctx, "LOVIA_RUNS", "agent-calc")
 	require.NoError(t, err)
 	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
 	require.NoError(t, err)

@@ -7,14 +7,16 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/lovia-fleet/lovia/pkg/lifecycle"
 	"github.com/lovia-fleet/lovia/pkg/store"
 )
 
 // Fast takeover. Redelivery after the ack wait is the crash detector of
 // last resort. When a worker is gone — its presence subject has had no
 // responders, which the server knows the moment the dead process's TCP
-// connection closes, for TakeoverGrace (a worker that is only reconnecting
-// after a NATS restart is absent too, briefly) — a surviving worker
+// connection closes, for TakeoverGrace (1s; a worker that is only
+// reconnecting after a NATS restart is absent too, so a survivor that has
+// just reconnected itself waits ReconnectGrace, 5s) — a surviving worker
 // releases the dead worker's deliveries with a NAK on their ack subjects,
 // so another worker resumes them within seconds instead of the ack wait.
 //
@@ -23,9 +25,7 @@ import (
 // ownership records. Only the survivor whose compare-and-delete of a
 // record succeeds sends the NAK, so a run is released once.
 
-func (w *Worker) presenceSubject(id string) string {
-	return w.names.Prefix() + ".worker." + id + ".ping"
-}
+func (w *Worker) presenceSubject(id string) string { return w.names.WorkerPing(id) }
 
 // startTakeover starts the presence responder, the reaper and the park
 // timers.
@@ -37,12 +37,10 @@ func (w *Worker) startTakeover(ctx context.Context) error {
 	w.presenceSub = sub
 	updates, err := w.st.Control().WatchOwners(ctx)
 	if err != nil {
-		_ = sub.Unsubscribe()
 		return err
 	}
 	timers, err := w.st.Control().WatchParkTimers(ctx)
 	if err != nil {
-		_ = sub.Unsubscribe()
 		return err
 	}
 	w.reaperDone = make(chan struct{})
@@ -62,6 +60,8 @@ func (w *Worker) reaper(ctx context.Context, updates <-chan store.Ownership) {
 	absent := map[string]time.Time{}                 // worker → first seen absent
 	tick := time.NewTicker(w.cfg.TakeoverInterval)
 	defer tick.Stop()
+	reconnects := w.cfg.Conn.Stats().Reconnects
+	var reconnectedAt time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -87,6 +87,16 @@ func (w *Worker) reaper(ctx context.Context, updates <-chan store.Ownership) {
 			}
 			runs[o.RunID] = o
 		case <-tick.C:
+			now := time.Now()
+			if n := w.cfg.Conn.Stats().Reconnects; n != reconnects || !w.cfg.Conn.IsConnected() {
+				// This worker was cut off itself (a NATS restart, a lost
+				// node): every other worker may be reconnecting too, so
+				// absences count from now, with the long grace.
+				reconnects, reconnectedAt = n, now
+				clear(absent)
+				continue
+			}
+			grace := w.takeoverGrace(now, reconnectedAt)
 			for worker := range absent {
 				if owned[worker] == nil {
 					delete(absent, worker)
@@ -100,10 +110,10 @@ func (w *Worker) reaper(ctx context.Context, updates <-chan store.Ownership) {
 				// Gone, or only reconnecting: wait out the grace period.
 				since, ok := absent[worker]
 				if !ok {
-					absent[worker] = time.Now()
+					absent[worker] = now
 					continue
 				}
-				if time.Since(since) < w.cfg.TakeoverGrace {
+				if now.Sub(since) < grace {
 					continue
 				}
 				delete(absent, worker)
@@ -113,7 +123,7 @@ func (w *Worker) reaper(ctx context.Context, updates <-chan store.Ownership) {
 						// stale record without touching the delivery.
 						_, _ = w.st.Control().TakeOwnership(ctx, o)
 					} else {
-						w.release(ctx, o)
+						w.releaseDead(ctx, o)
 					}
 					delete(runs, run)
 				}
@@ -123,19 +133,33 @@ func (w *Worker) reaper(ctx context.Context, updates <-chan store.Ownership) {
 	}
 }
 
+// takeoverGrace is how long a worker must stay absent before its runs are
+// released: TakeoverGrace, or ReconnectGrace while this worker's own
+// reconnection (at reconnectedAt) is recent — after a NATS restart every
+// worker is absent until its own reconnect, which a dead one never makes.
+func (w *Worker) takeoverGrace(now, reconnectedAt time.Time) time.Duration {
+	if !reconnectedAt.IsZero() && now.Sub(reconnectedAt) < w.cfg.ReconnectWindow {
+		return w.cfg.ReconnectGrace
+	}
+	return w.cfg.TakeoverGrace
+}
+
 // alive pings a worker; only "no responders" counts as gone.
 func (w *Worker) alive(ctx context.Context, worker string) bool {
-	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	pctx, cancel := context.WithTimeout(ctx, w.cfg.PingTimeout)
 	defer cancel()
 	_, err := w.cfg.Conn.RequestWithContext(pctx, w.presenceSubject(worker), nil)
 	return !errors.Is(err, nats.ErrNoResponders)
 }
 
-// release NAKs a dead worker's delivery if this worker wins its record.
-func (w *Worker) release(ctx context.Context, o store.Ownership) {
+// releaseDead releases a dead worker's run if this worker wins its
+// ownership record: the release transition in the index, then a NAK on the
+// dead delivery's ack subject.
+func (w *Worker) releaseDead(ctx context.Context, o store.Ownership) {
 	// The index names the worker that claimed the run last: when that is
 	// no longer the dead one, its delivery was already handed on.
-	if e, err := w.st.Runs().Get(ctx, o.RunID); err == nil && e.Record.Worker != o.Worker {
+	e, err := w.st.Runs().Get(ctx, o.RunID)
+	if err == nil && e.Record.Worker != o.Worker {
 		_, _ = w.st.Control().TakeOwnership(ctx, o)
 		return
 	}
@@ -143,12 +167,25 @@ func (w *Worker) release(ctx context.Context, o store.Ownership) {
 	if err != nil || !won {
 		return
 	}
+	if e != nil {
+		holder := lifecycle.Holder{Worker: o.Worker, Attempt: e.Record.Attempt}
+		_, err := w.st.Runs().Modify(ctx, o.RunID, transition(func(r store.RunRecord) (store.RunRecord, error) {
+			return lifecycle.Release(r, holder)
+		}))
+		if err != nil && !errors.Is(err, lifecycle.ErrNotHolder) {
+			w.log.Warn("takeover: recording the release in the run index failed", "run_id", o.RunID, "error", err)
+		}
+	}
 	if err := w.cfg.Conn.Publish(o.Ack, []byte("-NAK")); err != nil {
 		w.log.Warn("takeover: releasing a dead worker's run failed; it waits for the ack wait", "run_id", o.RunID, "dead_worker", o.Worker, "error", err)
 		return
 	}
 	w.m.takeovers.Inc()
 	w.log.Info("takeover: released the run of a worker that is gone", "run_id", o.RunID, "dead_worker", o.Worker)
+	// No run left behind: a released run whose request is gone (it was
+	// acknowledged or terminated while the record said otherwise) would
+	// never end by itself.
+	w.checkLost(ctx, o.RunID)
 }
 
 // ownedElsewhere reports whether a worker other than dead holds run, or

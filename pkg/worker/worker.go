@@ -13,6 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/catalog"
+	"github.com/lovia-fleet/lovia/pkg/fleet"
 	"github.com/lovia-fleet/lovia/pkg/loop"
 	"github.com/lovia-fleet/lovia/pkg/store"
 )
@@ -29,8 +31,10 @@ type Worker struct {
 	js     jetstream.JetStream
 	st     *store.Store
 	pub    *bus.Publisher
-	cons   jetstream.Consumer
+	cons   map[string]jetstream.Consumer // by agent
 	ctlSub *nats.Subscription
+	fleet  *fleet.Registry
+	ann    *fleet.Announcer
 
 	presenceSub *nats.Subscription
 	deadCtx     context.Context
@@ -41,6 +45,7 @@ type Worker struct {
 	stopReaper  context.CancelFunc
 	reaperDone  chan struct{}
 	timersDone  chan struct{}
+	sweepDone   chan struct{}
 
 	mu      sync.Mutex
 	started bool
@@ -48,14 +53,12 @@ type Worker struct {
 	active  map[string]*activeRun // by run id
 	slots   chan struct{}
 
-	claimCtx    context.Context
-	stopClaim   context.CancelFunc
-	runCtx      context.Context
-	interrupt   context.CancelCauseFunc
-	claimDone   chan struct{}
-	runs        sync.WaitGroup
-	drained     chan struct{}
-	drainedOnce sync.Once
+	claimCtx  context.Context
+	stopClaim context.CancelFunc
+	runCtx    context.Context
+	interrupt context.CancelCauseFunc
+	claimers  sync.WaitGroup
+	runs      sync.WaitGroup
 }
 
 // ErrShutdown is the cause given to runs interrupted by Stop.
@@ -89,8 +92,11 @@ func New(cfg Config) (*Worker, error) {
 func (w *Worker) ID() string { return w.cfg.ID }
 
 // Start provisions streams and buckets (unless SkipProvision), binds the
-// stores and starts claiming runs. It returns once the worker is claiming.
-func (w *Worker) Start(ctx context.Context) error {
+// stores, creates the consumers of the agents it serves, announces itself
+// to the fleet and starts claiming runs. It returns once the worker is
+// claiming. A Start that fails leaves nothing running: Stop after it is
+// safe, and does nothing more.
+func (w *Worker) Start(ctx context.Context) (err error) {
 	w.mu.Lock()
 	if w.started {
 		w.mu.Unlock()
@@ -98,16 +104,31 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	w.started = true
 	w.mu.Unlock()
+	defer func() {
+		if err != nil {
+			w.teardown(context.WithoutCancel(ctx))
+		}
+	}()
+	w.claimCtx, w.stopClaim = context.WithCancel(context.Background())
+	w.runCtx, w.interrupt = context.WithCancelCause(context.Background())
+	w.reaperCtx, w.stopReaper = context.WithCancel(context.Background())
 
 	js, err := jetstream.New(w.cfg.Conn)
 	if err != nil {
 		return fmt.Errorf("worker: jetstream: %w", err)
 	}
 	w.js = js
+	agents := w.cfg.Catalog.Names()
 	if !w.cfg.SkipProvision {
 		if _, err := bus.Provision(ctx, js, w.cfg.Provision); err != nil {
 			return fmt.Errorf("worker: provision: %w", err)
 		}
+	}
+	// The consumers of this worker's agents: created when missing even
+	// with SkipProvision (a new agent joins the fleet with its first
+	// worker), updated to the fleet-wide settings only without it.
+	if err := bus.ProvisionAgents(ctx, js, w.cfg.Provision, agents, w.cfg.SkipProvision); err != nil {
+		return fmt.Errorf("worker: provision the consumers of its agents: %w", err)
 	}
 	if w.st, err = store.Open(ctx, js, w.cfg.Store); err != nil {
 		return fmt.Errorf("worker: open stores: %w", err)
@@ -120,28 +141,55 @@ func (w *Worker) Start(ctx context.Context) error {
 		return fmt.Errorf("worker: events stream %s: %w", w.names.EventsStream(), err)
 	}
 	w.warnLongApprovals(events.CachedInfo().Config.MaxAge)
-	if w.cons, err = js.Consumer(ctx, w.names.RunsStream(), w.names.WorkersConsumer()); err != nil {
-		return fmt.Errorf("worker: consumer %s on %s: %w (provision the streams first, or drop SkipProvision)", w.names.WorkersConsumer(), w.names.RunsStream(), err)
+	w.cons = map[string]jetstream.Consumer{}
+	for _, agent := range agents {
+		name, err := w.names.AgentConsumer(agent)
+		if err != nil {
+			return fmt.Errorf("worker: agent %q: %w", agent, err)
+		}
+		c, err := js.Consumer(ctx, w.names.RunsStream(), name)
+		if err != nil {
+			return fmt.Errorf("worker: consumer %s on %s: %w (provision the streams first, or drop SkipProvision)", name, w.names.RunsStream(), err)
+		}
+		w.cons[agent] = c
 	}
 	w.adoptAckWait()
-	if w.ctlSub, err = w.cfg.Conn.Subscribe(w.names.Prefix()+".control.*", w.onControl); err != nil {
+	if w.ctlSub, err = w.cfg.Conn.Subscribe(w.names.ControlWildcard(), w.onControl); err != nil {
 		return fmt.Errorf("worker: control subscription: %w", err)
 	}
 	if err := w.startDeadLetters(ctx); err != nil {
 		return fmt.Errorf("worker: dead-letter subscription: %w", err)
 	}
-	w.reaperCtx, w.stopReaper = context.WithCancel(context.Background())
 	if err := w.startTakeover(w.reaperCtx); err != nil {
-		w.stopReaper()
 		return fmt.Errorf("worker: takeover watcher: %w", err)
 	}
-	w.claimCtx, w.stopClaim = context.WithCancel(context.Background())
-	w.runCtx, w.interrupt = context.WithCancelCause(context.Background())
-	w.claimDone = make(chan struct{})
-	w.drained = make(chan struct{})
-	go w.claimLoop()
-	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "ack_wait", w.cfg.AckWait)
+	w.sweepDone = make(chan struct{})
+	go w.sweep(w.reaperCtx)
+	if w.fleet, err = fleet.Ensure(ctx, js, w.names, w.cfg.Provision.Replicas); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	w.ann = fleet.NewAnnouncer(w.fleet, fleet.Member{
+		Worker: w.cfg.ID, Agents: agentInfos(w.cfg.Catalog), Concurrency: w.cfg.Concurrency, StartedAt: w.cfg.Clock().UTC(),
+	}, w.cfg.AnnounceInterval, w.log)
+	if err := w.ann.Start(ctx); err != nil {
+		return fmt.Errorf("worker: announce to the fleet: %w", err)
+	}
+	for agent, c := range w.cons {
+		w.claimers.Add(1)
+		go w.claimLoop(agent, c)
+	}
+	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "ack_wait", w.cfg.AckWait, "agents", agents)
 	return nil
+}
+
+// agentInfos describes the catalog's agents for the fleet registry.
+func agentInfos(c *catalog.Catalog) []bus.AgentInfo {
+	infos := c.Infos()
+	out := make([]bus.AgentInfo, 0, len(infos))
+	for _, in := range infos {
+		out = append(out, bus.AgentInfo{Name: in.Name, Model: in.Model, Tools: in.Tools, Handoffs: in.Handoffs})
+	}
+	return out
 }
 
 // warnLongApprovals warns about agents whose approval wait can outlast the
@@ -168,8 +216,11 @@ func (w *Worker) warnLongApprovals(maxAge time.Duration) {
 // would be redelivered while it runs.
 func (w *Worker) adoptAckWait() {
 	var have jetstream.ConsumerConfig
-	if ci := w.cons.CachedInfo(); ci != nil {
-		have = ci.Config
+	for _, c := range w.cons {
+		if ci := c.CachedInfo(); ci != nil {
+			have = ci.Config
+		}
+		break
 	}
 	consumerWait := cmp.Or(have.AckWait, DefaultAckWait)
 	switch {
@@ -191,7 +242,8 @@ func (w *Worker) adoptAckWait() {
 
 // Stop stops claiming, lets running runs finish within ShutdownGrace (or
 // until ctx ends), then interrupts the rest at a checkpoint and releases
-// them for another worker. It waits for every run goroutine to return.
+// them for another worker. It waits for every goroutine the worker
+// started. It is safe after a failed Start, and more than once.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Lock()
 	if !w.started || w.stopped {
@@ -200,8 +252,14 @@ func (w *Worker) Stop(ctx context.Context) error {
 	}
 	w.stopped = true
 	w.mu.Unlock()
+	if w.ann != nil {
+		// Out of the fleet first: the API no longer counts this worker.
+		if err := w.ann.Stop(ctx); err != nil {
+			w.log.Warn("withdrawing from the fleet registry failed; the announcement expires by itself", "error", err)
+		}
+	}
 	w.stopClaim()
-	<-w.claimDone
+	w.claimers.Wait()
 	if w.ctlSub != nil {
 		_ = w.ctlSub.Unsubscribe()
 	}
@@ -217,12 +275,29 @@ func (w *Worker) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		w.interrupt(ErrShutdown)
 	}
-	select {
-	case <-done:
-	case <-ctx.Done():
-		<-done
+	<-done
+	w.teardown(ctx)
+	w.log.Info("worker stopped")
+	return nil
+}
+
+// teardown stops what Start started besides the claim loops and runs:
+// the presence responder, the dead-letter loop, the reaper and park
+// timers, the control subscription and the announcer. Each part is
+// stopped only if it was started.
+func (w *Worker) teardown(ctx context.Context) {
+	if w.interrupt != nil {
+		w.interrupt(ErrShutdown)
 	}
-	w.interrupt(ErrShutdown)
+	if w.stopClaim != nil {
+		w.stopClaim()
+	}
+	if w.ann != nil {
+		_ = w.ann.Stop(ctx)
+	}
+	if w.ctlSub != nil {
+		_ = w.ctlSub.Unsubscribe()
+	}
 	if w.presenceSub != nil {
 		_ = w.presenceSub.Unsubscribe()
 	}
@@ -230,20 +305,24 @@ func (w *Worker) Stop(ctx context.Context) error {
 		w.stopDead()
 		<-w.deadDone
 	}
-	w.stopReaper()
+	if w.stopReaper != nil {
+		w.stopReaper()
+	}
 	if w.timersDone != nil {
 		<-w.timersDone
+	}
+	if w.sweepDone != nil {
+		<-w.sweepDone
 	}
 	if w.reaperDone != nil {
 		<-w.reaperDone
 	}
-	w.log.Info("worker stopped")
-	return nil
 }
 
-// claimLoop fetches runs while there are free slots.
-func (w *Worker) claimLoop() {
-	defer close(w.claimDone)
+// claimLoop fetches runs of one agent from its consumer while there are
+// free slots (the slots are the worker's, shared by its agents).
+func (w *Worker) claimLoop(agent string, cons jetstream.Consumer) {
+	defer w.claimers.Done()
 	for {
 		// Wait for at least one free slot.
 		select {
@@ -255,17 +334,17 @@ func (w *Worker) claimLoop() {
 		if free > 1 {
 			free = min(free, 64)
 		}
-		fctx, fcancel := context.WithTimeout(w.claimCtx, 2*time.Second)
-		batch, err := w.cons.Fetch(free, jetstream.FetchContext(fctx))
+		fctx, fcancel := context.WithTimeout(w.claimCtx, w.cfg.FetchTimeout)
+		batch, err := cons.Fetch(free, jetstream.FetchContext(fctx))
 		if err != nil {
 			fcancel()
 			<-w.slots
 			if w.claimCtx.Err() != nil {
 				return
 			}
-			w.log.Warn("claim: fetch failed; retrying", "error", err)
+			w.log.Warn("claim: fetch failed; retrying", "agent", agent, "error", err)
 			select {
-			case <-time.After(500 * time.Millisecond):
+			case <-time.After(w.cfg.FetchRetry):
 			case <-w.claimCtx.Done():
 				return
 			}
@@ -294,7 +373,7 @@ func (w *Worker) claimLoop() {
 			<-w.slots
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && w.claimCtx.Err() == nil {
-			w.log.Debug("claim: fetch ended", "error", err)
+			w.log.Debug("claim: fetch ended", "agent", agent, "error", err)
 		}
 	}
 }

@@ -1,10 +1,11 @@
-package worker
+package lifecycle_test
 
 import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lovia-fleet/lovia/pkg/lifecycle"
 	"github.com/lovia-fleet/lovia/pkg/store"
 )
 
@@ -33,7 +34,7 @@ func TestStaleRequest(t *testing.T) {
 		{"nothing recorded yet", rec(store.RunQueued, 1, 0), 1, 12, false},
 	}
 	for _, tc := range tests {
-		require.Equal(t, tc.stale, staleRequest(tc.r, tc.submission, tc.seq), tc.name)
+		require.Equal(t, tc.stale, lifecycle.IsStale(*tc.r, tc.submission, tc.seq), tc.name)
 	}
 }
 
@@ -43,13 +44,13 @@ func TestStaleRequest(t *testing.T) {
 func TestInFlight(t *testing.T) {
 	t.Parallel()
 	running := &store.RunRecord{Status: store.RunRunning, RequestSeq: 10}
-	require.False(t, inFlight(running, 10, 0), "its own request, redelivered (a takeover)")
-	require.True(t, inFlight(running, 12, 0), "another request of the run")
+	require.False(t, lifecycle.IsInFlight(*running, 10, 0), "its own request, redelivered (a takeover)")
+	require.True(t, lifecycle.IsInFlight(*running, 12, 0), "another request of the run")
 	parked := &store.RunRecord{Status: store.RunParked, RequestSeq: 7, Parked: &store.Parking{Continues: 7}}
-	require.True(t, inFlight(parked, 12, 0), "a duplicate of a parked run")
-	require.True(t, inFlight(parked, 12, 5), "the wake of an earlier park")
-	require.False(t, inFlight(parked, 12, 7), "the wake of this park")
-	require.False(t, inFlight(parked, 7, 0), "the parking request, redelivered")
-	require.False(t, inFlight(&store.RunRecord{Status: store.RunQueued}, 12, 0))
-	require.False(t, inFlight(&store.RunRecord{Status: store.RunFailed}, 12, 0))
+	require.True(t, lifecycle.IsInFlight(*parked, 12, 0), "a duplicate of a parked run")
+	require.True(t, lifecycle.IsInFlight(*parked, 12, 5), "the wake of an earlier park")
+	require.False(t, lifecycle.IsInFlight(*parked, 12, 7), "the wake of this park")
+	require.False(t, lifecycle.IsInFlight(*parked, 7, 0), "the parking request, redelivered")
+	require.False(t, lifecycle.IsInFlight(store.RunRecord{Status: store.RunQueued}, 12, 0))
+	require.False(t, lifecycle.IsInFlight(store.RunRecord{Status: store.RunFailed}, 12, 0))
 }

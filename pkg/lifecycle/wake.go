@@ -1,4 +1,4 @@
-package service
+package lifecycle
 
 import (
 	"context"
@@ -11,33 +11,32 @@ import (
 	"github.com/lovia-fleet/lovia/pkg/store"
 )
 
-// Wake takes a parked run (one waiting for an approval decision on no
+// WakeRun takes a parked run (one waiting for an approval decision on no
 // worker) out of parking: it publishes the run's resume request to the
-// runs stream and marks the run queued. It reports whether this call woke
-// it; a run that is not parked is left alone.
+// runs stream and makes the [Wake] transition. It reports whether this
+// call woke it; a run that is not parked is left alone.
 //
 // The API wakes a run when a decision or a cancel for it is stored;
 // workers wake it at its approval deadline, and the parking worker itself
 // when a decision landed while it parked. Concurrent wakers publish under
-// the same message id ("<run>[.<submission>].wake<seq>.<rev>", naming
-// the park), so the stream
-// keeps one request, and one compare-and-set on the run record wins. A
-// waker that dies between the publish and the record update leaves a
-// request that the next claim takes as usual: a claim of a parked run is
-// refused to every request but this park's wake (HeaderContinues).
-func Wake(ctx context.Context, js jetstream.JetStream, names bus.Names, st *store.Store, runID string) (bool, error) {
+// the same message id ("<run>[.<submission>].wake<seq>.<rev>", naming the
+// park), so the stream keeps one request, and one compare-and-set on the
+// run record wins. A waker that dies between the publish and the record
+// update leaves a request that the next claim takes as usual: a claim of
+// a parked run is refused to every request but this park's wake.
+func WakeRun(ctx context.Context, js jetstream.JetStream, names bus.Names, st *store.Store, runID string) (bool, error) {
 	e, err := st.Runs().Get(ctx, runID)
 	if err != nil {
 		return false, err
 	}
-	return wake(ctx, js, names, st, e)
+	return WakeEntry(ctx, js, names, st, e)
 }
 
-// wake is Wake of the run record e was just read at.
-func wake(ctx context.Context, js jetstream.JetStream, names bus.Names, st *store.Store, e *store.RunEntry) (bool, error) {
+// WakeEntry is WakeRun of the run record e was just read at.
+func WakeEntry(ctx context.Context, js jetstream.JetStream, names bus.Names, st *store.Store, e *store.RunEntry) (bool, error) {
 	rec := &e.Record
 	runID := rec.RunID
-	if rec.Status != store.RunParked || rec.Parked == nil {
+	if rec.Status != Parked || rec.Parked == nil {
 		return false, nil
 	}
 	p := rec.Parked
@@ -52,10 +51,11 @@ func wake(ctx context.Context, js jetstream.JetStream, names bus.Names, st *stor
 	if err != nil {
 		return false, fmt.Errorf("wake run %s: %w", runID, err)
 	}
-	// Parked stays until the wake's claim, which continues after its
-	// LastSeq (the run's events may have expired meanwhile).
-	rec.Status, rec.RequestSeq = store.RunQueued, seq
-	rec.Wakes++
+	next, err := Wake(*rec, seq)
+	if err != nil {
+		return false, nil
+	}
+	e.Record = next
 	if err := st.Runs().Update(ctx, e); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			return false, nil // another waker, or the claim of this request, came first

@@ -1,0 +1,83 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Announcer keeps a worker's announcement fresh while it lives: Start
+// announces once (and fails if it cannot), then refreshes every interval;
+// Stop ends the refreshes and withdraws the announcement.
+type Announcer struct {
+	reg      *Registry
+	member   Member
+	interval time.Duration
+	log      *slog.Logger
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewAnnouncer builds an Announcer. It starts nothing.
+func NewAnnouncer(reg *Registry, m Member, interval time.Duration, log *slog.Logger) *Announcer {
+	if interval <= 0 {
+		interval = DefaultInterval
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Announcer{reg: reg, member: m, interval: interval, log: log}
+}
+
+// Start announces the member and starts refreshing it.
+func (a *Announcer) Start(ctx context.Context) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.done != nil {
+		return errors.New("fleet: Announcer started twice")
+	}
+	if err := a.reg.Announce(ctx, a.member); err != nil {
+		return err
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	a.cancel, a.done = cancel, make(chan struct{})
+	go a.refresh(rctx)
+	return nil
+}
+
+func (a *Announcer) refresh(ctx context.Context) {
+	defer close(a.done)
+	t := time.NewTicker(a.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			cctx, cancel := context.WithTimeout(ctx, a.interval)
+			if err := a.reg.Announce(cctx, a.member); err != nil && ctx.Err() == nil {
+				a.log.Warn("fleet: refreshing this worker's announcement failed; retrying", "error", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// Stop ends the refreshes and withdraws the announcement. It is safe to
+// call without Start, and more than once.
+func (a *Announcer) Stop(ctx context.Context) error {
+	a.mu.Lock()
+	cancel, done := a.cancel, a.done
+	a.cancel = nil
+	a.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	<-done
+	return a.reg.Withdraw(ctx, a.member.Worker)
+}

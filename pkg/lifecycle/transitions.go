@@ -1,0 +1,314 @@
+package lifecycle
+
+import (
+	"time"
+
+	"github.com/lovia-fleet/lovia/pkg/loop"
+	"github.com/lovia-fleet/lovia/pkg/store"
+)
+
+// The states of a run, as the run index stores them.
+const (
+	Queued    = store.RunQueued
+	Running   = store.RunRunning
+	Parked    = store.RunParked
+	Completed = store.RunCompleted
+	Failed    = store.RunFailed
+)
+
+// States lists every state, in the order of the table in the package doc.
+func States() []store.RunStatus {
+	return []store.RunStatus{Queued, Running, Parked, Completed, Failed}
+}
+
+// Submission describes a run the API accepts for the first time.
+type Submission struct {
+	RunID, Agent, SessionID string
+	Metadata                map[string]any
+}
+
+// Submit is the record of a new run: queued, its first submission.
+func Submit(s Submission) store.RunRecord {
+	return store.RunRecord{
+		RunID: s.RunID, Agent: s.Agent, SessionID: s.SessionID, Status: Queued,
+		Metadata: s.Metadata, Submissions: 1,
+	}
+}
+
+// Resubmit starts a new submission of an ended run: queued again, with the
+// last submission's outcome, request and requeues cleared. Cancels,
+// decisions and approval deadlines are stamped with their submission, so
+// the new one starts without them. A run that has not ended is refused
+// with ErrNotEnded: its submission is still in flight.
+func Resubmit(r store.RunRecord) (store.RunRecord, error) {
+	if !r.Status.Ended() {
+		return r, refuse("resubmit", r, ErrNotEnded)
+	}
+	// A run a raw publish created counts as submission 1.
+	r.Submissions = max(r.Submissions, 1) + 1
+	r.Status, r.Error, r.Result, r.Usage = Queued, nil, nil, nil
+	r.RequestSeq, r.Requeues = 0, 0
+	return r, nil
+}
+
+// RecordRequest records the stream sequence of the request the API just
+// published for a queued run. A run a worker has claimed meanwhile (it
+// records the sequence itself) is refused with ErrNotQueued.
+func RecordRequest(r store.RunRecord, seq uint64) (store.RunRecord, error) {
+	if r.Status != Queued {
+		return r, refuse("record request", r, ErrNotQueued)
+	}
+	r.RequestSeq = seq
+	return r, nil
+}
+
+// Requeue counts a publish of a queued run's request under a new message
+// id, after the runs stream lost the last one.
+func Requeue(r store.RunRecord) (store.RunRecord, error) {
+	if r.Status != Queued {
+		return r, refuse("requeue", r, ErrNotQueued)
+	}
+	r.Requeues++
+	r.RequestSeq = 0
+	return r, nil
+}
+
+// Claim is a worker's claim of a delivered run request.
+type Claim struct {
+	// Worker is the claiming worker's id.
+	Worker string
+	// Seq is the runs-stream sequence of the delivered request.
+	Seq uint64
+	// Submission is the request's stated submission (Lovia-Submission;
+	// 0 for a raw publish, which states none).
+	Submission int
+	// Continues is the sequence of the request a wake request continues
+	// (Lovia-Continues; 0 for any other request).
+	Continues uint64
+	// Now is the claim's time.
+	Now time.Time
+}
+
+// Claimed is what a successful claim tells the claimer.
+type Claimed struct {
+	// Attempt is the claim's attempt, the token of the holder's later
+	// transitions (park, release, finish).
+	Attempt int
+	// Submission is the run's current submission (at least 1).
+	Submission int
+	// ParkedLastSeq is the seq of the run's last event when the park this
+	// wake request ends began (0 for any other claim): the run continues
+	// after it even if its events expired while it was parked.
+	ParkedLastSeq uint64
+}
+
+// ClaimNew is the record of a run a raw publish started (no API indexed
+// it): running under the claim, its first attempt.
+func ClaimNew(c Claim, runID, agent, sessionID string, metadata map[string]any) (store.RunRecord, Claimed) {
+	r := store.RunRecord{
+		RunID: runID, Agent: agent, SessionID: sessionID, Status: Running,
+		Worker: c.Worker, Attempt: 1, Metadata: metadata, StartedAt: c.Now.UTC(), RequestSeq: c.Seq,
+	}
+	return r, Claimed{Attempt: 1, Submission: 1}
+}
+
+// ClaimRun makes the claiming worker the run's holder. It refuses, with
+// ErrStale, a request whose submission has ended under another request or
+// been superseded (see [IsStale]) and, with ErrInFlight, a request of a
+// run that is running or parked under another request (see [IsInFlight]).
+// A raw publish of an ended run is a new submission of it.
+func ClaimRun(r store.RunRecord, c Claim) (store.RunRecord, Claimed, error) {
+	if IsStale(r, c.Submission, c.Seq) {
+		return r, Claimed{}, refuse("claim", r, ErrStale)
+	}
+	if IsInFlight(r, c.Seq, c.Continues) {
+		return r, Claimed{}, refuse("claim", r, ErrInFlight)
+	}
+	var out Claimed
+	if r.Parked != nil && c.Continues != 0 && c.Continues == r.Parked.Continues {
+		out.ParkedLastSeq = r.Parked.LastSeq
+		if r.Status == Parked {
+			// The wake's claim came before its waker's record update
+			// (which now fails its compare-and-set): count the wake here.
+			r.Wakes++
+		}
+	}
+	if c.Submission == 0 && r.Status.Ended() {
+		// It starts without the last submission's cancel and decisions.
+		r.Submissions = max(r.Submissions, 1) + 1
+	}
+	r.Attempt++
+	r.Status, r.Worker, r.Error, r.RequestSeq, r.Parked = Running, c.Worker, nil, c.Seq, nil
+	if r.StartedAt.IsZero() {
+		r.StartedAt = c.Now.UTC()
+	}
+	out.Attempt, out.Submission = r.Attempt, max(r.Submissions, 1)
+	return r, out, nil
+}
+
+// IsInFlight reports whether run r is being executed, or waits parked for
+// a decision, under another request than the one stored at seq (stating
+// it continues the request stored at continues). A running run is claimed
+// again only by a redelivery of its own request (a takeover); a parked run
+// only by the wake of the park in place, or by a redelivery of the request
+// that parked it.
+func IsInFlight(r store.RunRecord, seq, continues uint64) bool {
+	switch r.Status {
+	case Running:
+		return seq != r.RequestSeq
+	case Parked:
+		return r.Parked == nil || (continues != r.Parked.Continues && seq != r.Parked.Continues)
+	}
+	return false
+}
+
+// IsStale reports whether the request stored at seq, of the stated
+// submission (0 when the publisher did not say), is not run r's current
+// one: it belongs to an earlier submission, or it is a second request of
+// the current submission, which has ended under another. Raw publishes
+// state no submission and are never stale by submission.
+//
+// Whatever the request says, one stored before the request the run index
+// last recorded has been superseded: a parked run's parking request
+// redelivered after the wake's claim, a request the API judged lost and
+// replaced.
+func IsStale(r store.RunRecord, submission int, seq uint64) bool {
+	switch {
+	case r.RequestSeq != 0 && seq < r.RequestSeq:
+		return true
+	case submission == 0:
+		return false
+	case submission < r.Submissions:
+		return true
+	}
+	return submission == r.Submissions && r.Status.Ended() && r.RequestSeq != 0 && r.RequestSeq != seq
+}
+
+// Holder names the claim a transition is made under: the worker and the
+// attempt its claim returned.
+type Holder struct {
+	Worker  string
+	Attempt int
+}
+
+// Holds reports whether h is run r's current claim.
+func (h Holder) Holds(r store.RunRecord) bool {
+	return r.Worker == h.Worker && r.Attempt == h.Attempt
+}
+
+// Park parks a running run on a gated call: it waits for a decision on no
+// worker, and p holds the request that resumes it. Only the run's holder
+// parks it (ErrNotHolder otherwise).
+func Park(r store.RunRecord, h Holder, p store.Parking) (store.RunRecord, error) {
+	if r.Status != Running || !h.Holds(r) {
+		return r, refuse("park", r, ErrNotHolder)
+	}
+	r.Status, r.Parked = Parked, &p
+	return r, nil
+}
+
+// Wake queues a parked run again: its resume request was published at
+// seq. The parking stays on the record until the wake's claim, which
+// continues after its LastSeq. A run that is not parked is refused with
+// ErrNotParked (woken already, or claimed).
+func Wake(r store.RunRecord, seq uint64) (store.RunRecord, error) {
+	if r.Status != Parked || r.Parked == nil {
+		return r, refuse("wake", r, ErrNotParked)
+	}
+	r.Status, r.RequestSeq = Queued, seq
+	r.Wakes++
+	return r, nil
+}
+
+// Release gives a running run's claim back (a shutdown, an interruption,
+// a transient failure, the takeover of a dead worker): it is queued again
+// and its request, released to the stream, resumes it on any worker. Only
+// the holder's claim is released (ErrNotHolder otherwise).
+func Release(r store.RunRecord, h Holder) (store.RunRecord, error) {
+	if r.Status != Running || !h.Holds(r) {
+		return r, refuse("release", r, ErrNotHolder)
+	}
+	r.Status = Queued
+	return r, nil
+}
+
+// Finish records a run's terminal event (a *loop.RunCompleted or a
+// *loop.RunFailed) as its outcome, finished at now. A completed run is
+// never failed afterwards (ErrEnded); any other event is refused with
+// ErrNotTerminal.
+func Finish(r store.RunRecord, ev loop.Event, now time.Time) (store.RunRecord, error) {
+	switch ev.(type) {
+	case *loop.RunCompleted:
+	case *loop.RunFailed:
+		if r.Status == Completed {
+			return r, refuse("finish", r, ErrEnded)
+		}
+	default:
+		return r, refuse("finish", r, ErrNotTerminal)
+	}
+	r.ApplyTerminal(ev, now.UTC())
+	return r, nil
+}
+
+// Reject fails the run of an invalid request before any claim: a run the
+// request names that is queued (an API that could not validate it) or
+// not indexed yet. A failed run stays as it is (publish reports whether
+// its run_failed may still be missing: the caller checks the events); a
+// running, parked or completed run belongs to another request and is
+// refused with ErrInFlight or ErrEnded.
+func Reject(r store.RunRecord, info loop.ErrorInfo, worker string, now time.Time) (store.RunRecord, error) {
+	switch r.Status {
+	case Queued:
+		r.Status, r.Error, r.Worker, r.FinishedAt = Failed, &info, worker, now.UTC()
+		return r, nil
+	case Failed:
+		return r, refuse("reject", r, ErrEnded)
+	case Completed:
+		return r, refuse("reject", r, ErrEnded)
+	}
+	return r, refuse("reject", r, ErrInFlight)
+}
+
+// RejectNew is the record of an invalid request's run that is not indexed.
+func RejectNew(runID, agent string, info loop.ErrorInfo, worker string, now time.Time) store.RunRecord {
+	now = now.UTC()
+	return store.RunRecord{
+		RunID: runID, Agent: agent, Status: Failed, Worker: worker, Attempt: 1,
+		Error: &info, StartedAt: now, FinishedAt: now,
+	}
+}
+
+// Repair settles a record that says running on the terminal event stored
+// at storedAt, after the record's last change, while no worker holds the
+// run (a worker that published the outcome and died before the index
+// learnt it). Any doubt refuses with ErrNotStuck.
+func Repair(r store.RunRecord, ev loop.Event, storedAt time.Time) (store.RunRecord, error) {
+	if r.Status != Running || !storedAt.After(r.UpdatedAt) {
+		return r, refuse("repair", r, ErrNotStuck)
+	}
+	return Finish(r, ev, storedAt)
+}
+
+// HealOutcome records a completed run's outcome found by its replay (the index
+// missed it), unless the record says completed already.
+func HealOutcome(r store.RunRecord, res *loop.RunResult, now time.Time) (store.RunRecord, error) {
+	if r.Status == Completed {
+		return r, refuse("heal outcome", r, ErrEnded)
+	}
+	r.Status, r.Result, r.Turns, r.Error = Completed, res.Output, res.Turns, nil
+	r.Usage, r.FinalAgent = &res.Usage, res.FinalAgent
+	r.FinishedAt = now.UTC()
+	return r, nil
+}
+
+// Abandon fails a run that can no longer end by itself: it says queued or
+// running, no worker holds it and the runs stream no longer holds its
+// request (a crash between the steps of another transition left it so).
+// The caller publishes the terminal event, info, on the run's subject.
+func Abandon(r store.RunRecord, info loop.ErrorInfo, now time.Time) (store.RunRecord, error) {
+	if r.Status != Queued && r.Status != Running {
+		return r, refuse("abandon", r, ErrNotStuck)
+	}
+	r.Status, r.Error, r.FinishedAt = Failed, &info, now.UTC()
+	return r, nil
+}

@@ -1,0 +1,277 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/catalog"
+	"github.com/lovia-fleet/lovia/pkg/lifecycle"
+	"github.com/lovia-fleet/lovia/pkg/loop"
+	"github.com/lovia-fleet/lovia/pkg/store"
+)
+
+// execution is one claimed execution of a run: what the claim found and
+// decided, and what the run and the settlement need.
+type execution struct {
+	d       *delivery
+	req     *bus.RunRequest
+	runID   string
+	enc     bus.Encoding
+	ag      *catalog.Agent
+	ar      *activeRun
+	plan    lifecycle.Plan
+	holder  lifecycle.Holder
+	last    *bus.StoredEvent
+	rp      *bus.RunPublisher
+	cleanup []func()
+}
+
+// execute runs a valid request: claim → run → settle.
+func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, runID string, enc bus.Encoding, ag *catalog.Agent) {
+	var wakeAfter bool // set by a park that must wake the run: done last
+	defer func() {
+		if wakeAfter {
+			w.wakeNow(runID)
+		}
+	}()
+	runCtx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	ar := &activeRun{id: runID, seq: d.meta.Sequence.Stream, cancel: loop.NewCancelToken(), notify: make(chan struct{}, 1), stop: stopRun}
+	unregister, ok := w.register(d, ar)
+	if !ok {
+		return
+	}
+	defer unregister()
+	// Heartbeats keep the claim while the run lives.
+	hbCtx, stopHB := context.WithCancel(context.Background())
+	var hbWG sync.WaitGroup
+	hbWG.Add(1)
+	go func() { defer hbWG.Done(); w.heartbeat(hbCtx, d.msg, runID, ar) }()
+	defer func() { stopHB(); hbWG.Wait() }()
+
+	x, v := w.claim(ctx, d, req, runID, enc, ag, ar)
+	if x == nil {
+		w.settleMsg(ctx, d, v)
+		return
+	}
+	defer func() {
+		for i := len(x.cleanup) - 1; i >= 0; i-- {
+			x.cleanup[i]()
+		}
+	}()
+	wakeAfter = w.run(ctx, runCtx, x)
+}
+
+// register records the execution in the worker's active runs. A
+// redelivery of the request this worker is executing (its claim lapsed in
+// a stall, or a takeover NAK sent on an older delivery's ack subject hit
+// the live one — the server applies acks by stream sequence) must not
+// start a second execution: the one in progress keeps the request alive
+// with its heartbeats and acks it. An execution that is parking lets go of
+// the run: the wake's claim (here, on the same worker) takes its place.
+func (w *Worker) register(d *delivery, ar *activeRun) (unregister func(), ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	cur := w.active[ar.id]
+	if cur != nil && cur.seq == ar.seq {
+		d.log.Warn("request redelivered while this worker executes it; the execution in progress keeps it")
+		return nil, false
+	}
+	if cur != nil && cur.parking.Load() == nil {
+		// Another request of a run this worker executes: the claim
+		// decides (it is in flight, or stale).
+		return func() {}, true
+	}
+	w.active[ar.id] = ar
+	return func() {
+		w.mu.Lock()
+		if w.active[ar.id] == ar {
+			delete(w.active, ar.id)
+		}
+		w.mu.Unlock()
+	}, true
+}
+
+// claim reads what the run has (its checkpoint, its last event), decides
+// what the delivery is (lifecycle.Decide) and, for a run to execute, makes
+// the claim transition and opens its publisher. It returns the execution,
+// or nil and how to settle the delivery.
+func (w *Worker) claim(ctx context.Context, d *delivery, req *bus.RunRequest, runID string, enc bus.Encoding, ag *catalog.Agent, ar *activeRun) (*execution, lifecycle.Verdict) {
+	log := d.log
+	snap, err := w.st.Checkpointer().Load(ctx, runID)
+	if err != nil && !errors.Is(err, loop.ErrNoSnapshot) {
+		log.Warn("checkpoint load failed; releasing the run", "error", err)
+		return nil, lifecycle.Verdict{Settle: lifecycle.Nak, Delay: time.Second}
+	}
+	last, err := w.lastEvent(ctx, runID)
+	if err != nil {
+		log.Warn("reading the run's last event failed; releasing the run", "error", err)
+		return nil, lifecycle.Verdict{Settle: lifecycle.Nak, Delay: time.Second}
+	}
+	seq := d.meta.Sequence.Stream
+	continues := bus.HeaderUint(d.msg.Headers(), bus.HeaderContinues)
+	// Events stored after this request was: this submission's own.
+	d.published = ofRequest(last, seq, d.meta.Timestamp)
+	if continues != 0 && !d.published {
+		// A parked run's resume request: the parking claim's events are
+		// this submission's.
+		d.published = ofRequest(last, continues, time.Time{})
+		d.continued = d.published
+	}
+	plan := lifecycle.Decide(lifecycle.Delivery{
+		FirstClaim: d.firstClaim, Published: d.published, LastTerminal: last != nil && last.IsTerminal(),
+		SnapshotCompleted: snap != nil && snap.Status == loop.StatusCompleted,
+		Restart:           req.IfRunExists == bus.IfExistsRestart,
+	})
+	d.fresh = plan.Fresh
+	switch plan.Action {
+	case lifecycle.AckEnded:
+		log.Info("redelivered request of a run that already ended; acknowledging it")
+		if ev, err := last.Event(); err == nil {
+			// The crash may have come before the index learnt the outcome.
+			w.indexOutcome(ctx, d, runID, ev)
+		}
+		return nil, lifecycle.Verdict{Settle: lifecycle.Ack}
+	case lifecycle.Heal:
+		w.healReplay(ctx, d, req, runID, ag)
+		return nil, lifecycle.Verdict{Settle: lifecycle.Ack}
+	}
+
+	// Index: claim the run. A delivery that finds the run running under
+	// another request is a duplicate (a raw publish under a different
+	// Nats-Msg-Id, or racing the API's): it must not start a second
+	// execution, whose events would interleave with the first's.
+	c := lifecycle.Claim{
+		Worker: w.cfg.ID, Seq: seq, Continues: continues, Now: w.cfg.Clock(),
+		Submission: int(bus.HeaderUint(d.msg.Headers(), bus.HeaderSubmission)),
+	}
+	var claimed lifecycle.Claimed
+	claimFn := func(r *store.RunRecord) error {
+		next, cl, err := lifecycle.ClaimRun(*r, c)
+		if err != nil {
+			return err
+		}
+		*r, claimed = next, cl
+		return nil
+	}
+	_, err = w.st.Runs().Modify(ctx, runID, claimFn)
+	if errors.Is(err, store.ErrRunNotFound) {
+		// A raw publish: index it now.
+		rec, cl := lifecycle.ClaimNew(c, runID, ag.Name, req.SessionID, req.Metadata)
+		_, err = w.st.Runs().Create(ctx, rec)
+		if errors.Is(err, store.ErrRunExists) {
+			// Indexed meanwhile (the API, another raw publish): claim it
+			// as any other.
+			_, err = w.st.Runs().Modify(ctx, runID, claimFn)
+		} else if err == nil {
+			claimed = cl
+		}
+	}
+	switch {
+	case errors.Is(err, lifecycle.ErrInFlight):
+		log.Info("duplicate request of a run in flight; terminated without running it")
+		return nil, lifecycle.Verdict{Settle: lifecycle.Term, Reason: "duplicate: run " + runID + " is already running"}
+	case errors.Is(err, lifecycle.ErrStale):
+		log.Info("request of a submission that has ended or been superseded; terminated without running it", "submission", c.Submission)
+		return nil, lifecycle.Verdict{Settle: lifecycle.Term, Reason: "stale: a request of an earlier submission of run " + runID}
+	case err != nil:
+		log.Warn("run index update failed; releasing the run", "error", err)
+		return nil, lifecycle.Verdict{Settle: lifecycle.Nak, Delay: time.Second}
+	}
+	ar.submission.Store(int64(claimed.Submission))
+	x := &execution{d: d, req: req, runID: runID, enc: enc, ag: ag, ar: ar, plan: plan, last: last,
+		holder: lifecycle.Holder{Worker: w.cfg.ID, Attempt: claimed.Attempt}}
+	w.own(ctx, x)
+
+	// The last event was just read from the stream leader: the publisher
+	// continues after it without asking again.
+	var lastSeq uint64
+	if last != nil {
+		lastSeq = last.HighSeq
+	}
+	if claimed.ParkedLastSeq > lastSeq {
+		// The run's events expired while it was parked (the events
+		// stream's max age): it still continues its submission, after the
+		// seq it had reached.
+		lastSeq, d.published, d.continued = claimed.ParkedLastSeq, true, true
+		log.Warn("the run's events expired while it was parked; its events continue after the last seq it published", "last_seq", claimed.ParkedLastSeq)
+	}
+	rp, err := w.pub.Resume(runID, enc, lastSeq)
+	if err != nil {
+		log.Warn("event publisher open failed; releasing the run", "error", err)
+		w.release(ctx, x, time.Second, "opening the event publisher failed")
+		return nil, lifecycle.Verdict{Settle: lifecycle.Leave}
+	}
+	rp.SetRequest(seq)
+	x.rp = rp
+	return x, lifecycle.Verdict{}
+}
+
+// own records this worker's ownership of the claimed run (the takeover
+// reaper of every other worker watches it), after retiring the records of
+// the workers that held it before.
+func (w *Worker) own(ctx context.Context, x *execution) {
+	d := x.d
+	if !d.firstClaim {
+		// Retire the records of the workers that held this run before, so
+		// no survivor's reaper NAKs this delivery thinking it is theirs.
+		if n, err := w.st.Control().ClearOtherOwners(ctx, w.cfg.ID, x.runID); err != nil {
+			d.log.Warn("clearing earlier ownership records failed", "error", err)
+		} else if n > 0 {
+			d.log.Debug("cleared earlier ownership records", "count", n)
+		}
+	}
+	ack := d.msg.Reply()
+	if ack == "" {
+		return
+	}
+	// The record is cleared by the revision this execution set; when that
+	// is unknown (the put's reply was lost: it may have landed), by
+	// whatever revision is there.
+	rev, err := w.st.Control().SetOwner(ctx, w.cfg.ID, x.runID, ack)
+	if err != nil {
+		d.log.Warn("recording run ownership failed; a crash of this worker will be noticed after the ack wait only", "error", err)
+	}
+	x.cleanup = append(x.cleanup, func() {
+		cctx, cancel := context.WithTimeout(context.Background(), w.cfg.StoreTimeout)
+		defer cancel()
+		_ = w.st.Control().ClearOwnerAt(cctx, w.cfg.ID, x.runID, rev)
+	})
+}
+
+// run executes a claimed run with the loop, publishing its events, then
+// parks or settles it. It reports whether the run parked and must be woken
+// at once.
+func (w *Worker) run(ctx, runCtx context.Context, x *execution) (wakeAfter bool) {
+	w.m.inFlight.Inc()
+	defer w.m.inFlight.Dec()
+	w.applyCancel(ctx, x.runID, x.ar)
+	d := x.d
+	opts, err := w.runOptions(x.req, x.runID, x.ag, x.ar, d.fresh)
+	if err != nil {
+		w.finishPoison(ctx, d, x.rp, x.runID, err)
+		return false
+	}
+	var lastEnv *bus.Envelope
+	if x.last != nil {
+		lastEnv = x.last.Envelope
+	}
+	sink := &eventSink{w: w, d: d, rp: x.rp, runID: x.runID, agent: x.ag.Name, attempt: x.holder.Attempt, last: lastEnv, replay: x.plan.Replay, coalesce: w.cfg.CoalesceDeltas}
+	h := w.runner.Stream(runCtx, x.ag.Agent, x.req.Input.Entries(), opts...)
+	for ev := range h.Events() {
+		if !sink.publish(ctx, ev) {
+			break
+		}
+	}
+	sink.close()
+	res, runErr := h.Result()
+	if p := x.ar.parking.Load(); p != nil && !sink.terminal && !sink.fenced && sink.err == nil &&
+		!errors.Is(runErr, loop.ErrFenced) && w.runCtx.Err() == nil {
+		return w.park(ctx, x, p)
+	}
+	w.settle(ctx, x, sink, res, runErr)
+	return false
+}

@@ -1,0 +1,165 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/lifecycle"
+	"github.com/lovia-fleet/lovia/pkg/loop"
+	"github.com/lovia-fleet/lovia/pkg/store"
+)
+
+// settle settles the delivery of an execution after the loop returned, as
+// lifecycle.Settle decides.
+func (w *Worker) settle(ctx context.Context, x *execution, sink *eventSink, res *loop.RunResult, runErr error) {
+	log := x.d.log
+	v := lifecycle.Settle(lifecycle.Outcome{
+		Fenced:        errors.Is(runErr, loop.ErrFenced) || sink.fenced,
+		PublishFailed: sink.err != nil,
+		Started:       sink.seen,
+		Failed:        runErr != nil,
+		Interrupted:   w.interrupted(runErr),
+		Terminal:      sink.terminal,
+	})
+	switch v.Settle {
+	case lifecycle.Leave:
+		w.m.fenced.Inc()
+		log.Warn("run fenced: another worker owns it; stopping without ack", "error", runErr)
+	case lifecycle.Nak:
+		cause := runErr
+		if sink.err != nil {
+			cause = sink.err
+		}
+		w.release(ctx, x, v.Delay, v.Reason+": "+errString(cause))
+	case lifecycle.Fail:
+		// The loop refused the run before it started (if_run_exists,
+		// resume_only without a checkpoint, an agent that cannot be
+		// resumed, a plugin setup failure): retrying cannot help.
+		info := loop.Describe(runErr)
+		w.m.failed.WithLabelValues(x.ag.Name, info.Type).Inc()
+		log.Warn("run refused before it started", "error", runErr)
+		w.failAndTerminate(ctx, x.d, x.rp, x.runID, info)
+	case lifecycle.Ack:
+		if err := x.rp.Close(ctx); err != nil {
+			log.Warn("flushing the terminal event failed; releasing the run", "error", err)
+			w.settleMsg(ctx, x.d, lifecycle.Verdict{Settle: lifecycle.Nak, Delay: time.Second})
+			return
+		}
+		if runErr == nil && res != nil {
+			w.m.completed.WithLabelValues(x.ag.Name).Inc()
+			w.m.tokens.WithLabelValues(x.ag.Name, "input").Add(float64(res.Usage.InputTokens))
+			w.m.tokens.WithLabelValues(x.ag.Name, "output").Add(float64(res.Usage.OutputTokens))
+		} else {
+			w.m.failed.WithLabelValues(x.ag.Name, loop.Describe(runErr).Type).Inc()
+		}
+		w.settleMsg(ctx, x.d, v)
+	}
+}
+
+// interrupted reports whether a run's error is about the worker, not the
+// run: a shutdown, a cancellation of the worker's context, a store or
+// stream that is unavailable for now.
+func (w *Worker) interrupted(runErr error) bool {
+	return w.runCtx.Err() != nil || errors.Is(runErr, context.Canceled) || errors.Is(runErr, errParked)
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "no error"
+	}
+	return err.Error()
+}
+
+// settleMsg is the one place a delivery's JetStream message is settled.
+func (w *Worker) settleMsg(ctx context.Context, d *delivery, v lifecycle.Verdict) {
+	var err error
+	switch v.Settle {
+	case lifecycle.Ack:
+		err = d.msg.DoubleAck(context.WithoutCancel(ctx))
+	case lifecycle.Nak:
+		if v.Delay > 0 {
+			err = d.msg.NakWithDelay(v.Delay)
+		} else {
+			err = d.msg.Nak()
+		}
+	case lifecycle.Term, lifecycle.Fail:
+		err = d.msg.TermWithReason(v.Reason)
+	case lifecycle.Leave:
+		return
+	}
+	if err != nil {
+		d.log.Warn("settling the run request failed; the server redelivers it after the ack wait", "settle", v.Settle.String(), "error", err)
+	}
+}
+
+// release gives the run's claim back so that another worker (or this one)
+// continues it from its checkpoint: the release transition, then a NAK
+// after delay. When another worker has claimed the run since this claim
+// it touches nothing — the server applies a NAK by stream sequence, so it
+// would release that worker's live delivery. It reports whether it
+// released the run.
+func (w *Worker) release(ctx context.Context, x *execution, delay time.Duration, why string) bool {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.StoreTimeout)
+	defer cancel()
+	_, err := w.st.Runs().Modify(rctx, x.runID, transition(func(r store.RunRecord) (store.RunRecord, error) {
+		return lifecycle.Release(r, x.holder)
+	}))
+	if errors.Is(err, lifecycle.ErrNotHolder) {
+		x.d.log.Info("run not released: another worker has claimed it since", "why", why)
+		return false
+	}
+	if err != nil {
+		// The record stays running under this claim; the request is
+		// released all the same (the next claim takes it over).
+		x.d.log.Warn("recording the release in the run index failed", "error", err)
+	}
+	w.m.released.Inc()
+	x.d.log.Info("run released for another worker", "why", why)
+	w.settleMsg(ctx, x.d, lifecycle.Verdict{Settle: lifecycle.Nak, Delay: delay})
+	return true
+}
+
+// transition adapts a lifecycle transition to store.Runs.Modify.
+func transition(t func(store.RunRecord) (store.RunRecord, error)) func(*store.RunRecord) error {
+	return func(r *store.RunRecord) error {
+		next, err := t(*r)
+		if err != nil {
+			return err
+		}
+		*r = next
+		return nil
+	}
+}
+
+// failAndTerminate ends a claimed run that cannot succeed by retrying: the
+// index marked failed, one run_failed, the request terminated. When the
+// event cannot be published the request is released instead, so that a
+// later delivery publishes it: a run never ends without its terminal event.
+func (w *Worker) failAndTerminate(ctx context.Context, d *delivery, rp *bus.RunPublisher, runID string, info loop.ErrorInfo) {
+	ctx = context.WithoutCancel(ctx)
+	failed := &loop.RunFailed{Error: info}
+	w.indexOutcome(ctx, d, runID, failed)
+	_, err := rp.Publish(ctx, failed)
+	if err == nil {
+		err = rp.Close(ctx)
+	}
+	if err != nil {
+		d.log.Warn("publishing run_failed failed; releasing the request to publish it later", "error", err)
+		w.settleMsg(ctx, d, lifecycle.Verdict{Settle: lifecycle.Nak, Delay: time.Second})
+		return
+	}
+	w.settleMsg(ctx, d, lifecycle.Verdict{Settle: lifecycle.Term, Reason: info.Type + ": " + info.Message})
+}
+
+// indexOutcome records a run's terminal event (run_completed or
+// run_failed) in the run index.
+func (w *Worker) indexOutcome(ctx context.Context, d *delivery, runID string, ev loop.Event) {
+	_, err := w.st.Runs().Modify(context.WithoutCancel(ctx), runID, transition(func(r store.RunRecord) (store.RunRecord, error) {
+		return lifecycle.Finish(r, ev, w.cfg.Clock())
+	}))
+	if err != nil && !errors.Is(err, lifecycle.ErrEnded) {
+		d.log.Warn("run index update failed before the terminal event", "error", err)
+	}
+}
