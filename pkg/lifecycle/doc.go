@@ -11,16 +11,17 @@
 //
 // # States
 //
-//	          submit                     claim                    park
-//	 (none) ─────────▶ queued ──────────────────────▶ running ──────────▶ parked
-//	                    ▲  ▲ ▲ requeue (lost request)   │ │ │                │
-//	                    │  │ └──────────────────────────┘ │ │  wake          │
-//	                    │  └─── release (shutdown, takeover, transient) ◀────┘
-//	                    │                              │ │       (queued, then claim)
-//	        resubmit    │                    finish    │ │ finish
-//	   ┌────────────────┴───┐◀─────────────────────────┘ └──────────▶ failed
-//	   │      completed     │                                          │
-//	   └────────────────────┘◀──────── resubmit ─────────────────────────┘
+//	submit ─▶ queued ─ claim ─▶ running ─ park ─▶ parked
+//	            ▲ ▲ ▲              │ │ │             │
+//	            │ │ └── release ───┘ │ │             │
+//	            │ └───── wake ───────┼─┼─────────────┘
+//	            │                    │ └─ finish ─▶ completed ─┐
+//	            │                    └─── finish ─▶ failed ────┤
+//	            └──────────────────── resubmit ────────────────┘
+//
+// Requeue (a lost request published again) keeps a run queued; reject and
+// abandon fail a queued (or, abandon, a running) run; repair finishes a
+// running one from its stored terminal event.
 //
 // A run is queued until a worker claims it, running while a worker holds
 // it, parked while it waits for an approval decision on no worker, and

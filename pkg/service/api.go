@@ -232,7 +232,6 @@ func (a *API) settled(ctx context.Context, e *store.RunEntry) store.RunRecord {
 	return fixed.Record
 }
 
-
 // dedupWindow is the RUNS stream's deduplication window (0 when it cannot
 // be read).
 func (a *API) dedupWindow(ctx context.Context) time.Duration {
