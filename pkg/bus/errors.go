@@ -1,14 +1,21 @@
 package bus
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lovia-fleet/lovia/pkg/loop"
 )
 
 // Sentinels. Every error this package returns matches at most one of these
 // with errors.Is (a field error matches both ErrInvalidToken and
-// ErrInvalidRequest); backend errors stay reachable through the chain, so
+// ErrInvalidRequest, a publish error of an outage both ErrPublish and
+// ErrUnavailable); backend errors stay reachable through the chain, so
 // callers can also match jetstream's and nats' own sentinels.
 var (
 	// ErrInvalidRequest is a request or message field that breaks the wire
@@ -44,7 +51,55 @@ var (
 	ErrPublisherClosed = errors.New("bus: run publisher closed")
 	// ErrTailClosed is a call on a closed tail.
 	ErrTailClosed = errors.New("bus: tail closed")
+	// ErrUnavailable is a broker that cannot answer for now: a timeout, no
+	// responders, no response from a stream, a leader election or a
+	// cluster still forming (see IsTransient), after the retries the call
+	// allows (PublisherConfig.OutageBudget; until the context ends for
+	// Provision). It also matches loop.ErrUnavailable: a run that meets it
+	// is interrupted and released, not failed.
+	ErrUnavailable error = &transientError{"bus: jetstream unavailable"}
 )
+
+// transientError is a sentinel that also matches loop.ErrUnavailable.
+type transientError struct{ msg string }
+
+func (e *transientError) Error() string { return e.msg }
+
+// Is matches loop.ErrUnavailable.
+func (e *transientError) Is(target error) bool { return target == loop.ErrUnavailable }
+
+// transientAPICodes are the JetStream API error codes of a server that
+// cannot answer for now: 10008 "JetStream system temporarily unavailable"
+// (no meta or stream leader yet), 10009 "JetStream cluster can not handle
+// request" (a leader change), 10163 "expected last sequence per subject
+// temporarily unavailable" (a new stream leader catching up).
+var transientAPICodes = map[jetstream.ErrorCode]bool{10008: true, 10009: true, 10163: true}
+
+// IsTransient reports whether err may pass by itself: a timeout
+// (context.DeadlineExceeded, nats.ErrTimeout), no responders, no response
+// from a stream, a connection being re-established, the API errors of a
+// leader election or of a cluster not ready, or an error of this package
+// or package store that already says so (it matches loop.ErrUnavailable).
+// A closed connection and a cancelled context are not transient: they do
+// not come back.
+func IsTransient(err error) bool {
+	var ae *jetstream.APIError
+	switch {
+	case err == nil, errors.Is(err, context.Canceled),
+		errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, jetstream.ErrConnectionClosed),
+		errors.Is(err, nats.ErrConnectionDraining):
+		return false
+	case errors.Is(err, loop.ErrUnavailable),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout),
+		errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse),
+		errors.Is(err, nats.ErrDisconnected), errors.Is(err, nats.ErrNoServers),
+		errors.Is(err, jetstream.ErrServerShutdown):
+		return true
+	case errors.As(err, &ae):
+		return transientAPICodes[ae.ErrorCode]
+	}
+	return false
+}
 
 // FieldError is a field that breaks the wire contract. It names the field
 // (a JSON path such as "input[2].role") and matches ErrInvalidRequest, and
@@ -122,8 +177,12 @@ func (e *PublishError) Error() string {
 
 func (e *PublishError) Unwrap() error { return e.Err }
 
-// Is matches ErrPublish.
-func (e *PublishError) Is(target error) bool { return target == ErrPublish }
+// Is matches ErrPublish, and ErrUnavailable (so loop.ErrUnavailable) when
+// the last backend error was transient: the events could not be stored
+// during an outage that outlasted the budget.
+func (e *PublishError) Is(target error) bool {
+	return target == ErrPublish || (target == ErrUnavailable || target == loop.ErrUnavailable) && IsTransient(e.Err)
+}
 
 // configError names a bad configuration field.
 func configError(field, format string, args ...any) error {

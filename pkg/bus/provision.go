@@ -187,58 +187,66 @@ type provisioner struct {
 
 // stream makes the stream match want. It tries again when another process
 // created the stream between our read and our create, and on the transient
-// errors of a cluster that is still forming (see transient), for up to
-// Timeout.
+// errors of a cluster that is still forming (see retry).
 func (p *provisioner) stream(ctx context.Context, want jetstream.StreamConfig) error {
 	return p.retry(ctx, func() (bool, error) { return p.streamOnce(ctx, want) })
 }
 
-// retry calls once until it reports done or fails with a lasting error,
-// backing off between attempts, for at most Timeout.
+// retry calls once until it reports done or fails with a lasting error.
+// Transient errors (see provisionTransient: a cluster still forming, a
+// leader election, a call that timed out) are tried again with jittered
+// backoff until ctx ends, each logged with the attempt, the error and the
+// next wait; the error returned then matches ErrUnavailable. A stream that
+// keeps changing under us (not done, no error) is tried for at most
+// Timeout.
 func (p *provisioner) retry(ctx context.Context, once func() (done bool, err error)) error {
-	budget := time.Now().Add(p.cfg.Timeout)
-	wait := 50 * time.Millisecond
-	for {
+	changing := time.Now().Add(p.cfg.Timeout)
+	var bo backoff
+	for attempt := 1; ; attempt++ {
 		done, err := once()
 		if done {
 			return nil
 		}
-		if err != nil && !transient(err) {
-			return err
+		if err != nil && (!provisionTransient(err) || ctx.Err() != nil) {
+			return outage(err)
 		}
-		if !time.Now().Add(wait).Before(budget) {
-			if err == nil {
-				err = errors.New("bus: provision: the stream keeps changing under us")
-			}
-			return err
+		wait := bo.wait()
+		if err == nil && !time.Now().Add(wait).Before(changing) {
+			return errors.New("bus: provision: the stream keeps changing under us")
 		}
 		if err != nil {
-			p.cfg.Logger.Info("bus: provision: transient error, retrying", "err", err, "in", wait)
+			p.cfg.Logger.Warn("bus: provision: waiting for the cluster", "attempt", attempt, "err", err, "next_wait", wait)
 		}
 		select {
 		case <-ctx.Done():
 			if err == nil {
-				err = ctx.Err()
+				return ctx.Err()
 			}
-			return err
+			return outage(err)
 		case <-time.After(wait):
 		}
-		wait = min(2*wait, time.Second)
 	}
 }
 
-// transient reports errors a forming or electing cluster returns for a
-// moment: no suitable peers yet (10005), JetStream temporarily unavailable
-// (10008), the meta leader cannot handle the request (10009).
-func transient(err error) bool {
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) {
-		switch apiErr.ErrorCode {
-		case 10005, 10008, 10009:
-			return true
-		}
+// outage marks a transient error with ErrUnavailable (keeping it in the
+// chain); other errors pass unchanged.
+func outage(err error) error {
+	if err == nil || errors.Is(err, ErrUnavailable) || !provisionTransient(err) {
+		return err
 	}
-	return false
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+// provisionTransient reports the errors a forming or electing cluster
+// returns for a moment: IsTransient's, plus no suitable peers yet (10005)
+// and insufficient resources (10023), which a cluster whose nodes are
+// still joining answers to a replicated create.
+func provisionTransient(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == 10005 || apiErr.ErrorCode == 10023) {
+		return true
+	}
+	return IsTransient(err)
 }
 
 func (p *provisioner) streamOnce(ctx context.Context, want jetstream.StreamConfig) (done bool, err error) {

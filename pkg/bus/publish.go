@@ -33,6 +33,14 @@ type PublisherConfig struct {
 	RetryAttempts int
 	// RetryWait is the pause between those attempts. Default 250ms.
 	RetryWait time.Duration
+	// OutageBudget bounds how long an event whose publish failed with a
+	// transient error (see IsTransient: a timeout, no response from the
+	// stream, a leader election) is published again, with jittered
+	// exponential backoff, before the run publisher gives up with a
+	// PublishError that matches ErrUnavailable (and loop.ErrUnavailable).
+	// RetryAttempts still bounds the other failures. Cancelling the
+	// context stops at once. Default 2m; negative means no such retries.
+	OutageBudget time.Duration
 	// Timeout bounds calls whose context has no deadline (LastSeq, Flush,
 	// a Publish that waits for room). Default 10s.
 	Timeout time.Duration
@@ -49,6 +57,7 @@ const (
 	DefaultRetryAttempts = 3
 	DefaultRetryWait     = 250 * time.Millisecond
 	DefaultCallTimeout   = 10 * time.Second
+	DefaultOutageBudget  = 2 * time.Minute
 )
 
 // WithDefaults returns c with every zero field set to its default.
@@ -61,6 +70,7 @@ func (c PublisherConfig) WithDefaults() PublisherConfig {
 	c.RetryAttempts = orInt(c.RetryAttempts, DefaultRetryAttempts)
 	c.RetryWait = orDuration(c.RetryWait, DefaultRetryWait)
 	c.Timeout = orDuration(c.Timeout, DefaultCallTimeout)
+	c.OutageBudget = orDuration(c.OutageBudget, DefaultOutageBudget)
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}
@@ -248,11 +258,11 @@ func (r *RunPublisher) Publish(ctx context.Context, ev loop.Event) (uint64, erro
 	// Send nothing past a known failure, or into a reconnect buffer while
 	// earlier events may be lost: either would store this event before
 	// them. Settle first.
-	if err := r.reap(wctx); err != nil {
+	if err := r.reap(ctx); err != nil {
 		return 0, err
 	}
 	for len(r.pending) > 0 && (len(r.pending) >= r.p.cfg.MaxPending || !r.p.js.Conn().IsConnected()) {
-		if err := r.settleOldest(wctx); err != nil {
+		if err := r.settleOldest(wctx, ctx); err != nil {
 			return 0, err
 		}
 	}
@@ -285,10 +295,10 @@ func (r *RunPublisher) Flush(ctx context.Context) error {
 	if r.err != nil {
 		return r.err
 	}
-	ctx, cancel := withDefaultTimeout(ctx, r.p.cfg.Timeout)
+	wctx, cancel := withDefaultTimeout(ctx, r.p.cfg.Timeout)
 	defer cancel()
 	for len(r.pending) > 0 {
-		if err := r.settleOldest(ctx); err != nil {
+		if err := r.settleOldest(wctx, ctx); err != nil {
 			return err
 		}
 	}
@@ -318,7 +328,8 @@ func (r *RunPublisher) usable() error {
 }
 
 // reap drops the events already acknowledged from the front of pending,
-// without waiting, and repairs at once if the oldest one failed. Lock held.
+// without waiting, and repairs at once (within ctx) if the oldest one
+// failed. Lock held.
 func (r *RunPublisher) reap(ctx context.Context) error {
 	for len(r.pending) > 0 {
 		pe := r.pending[0]
@@ -346,9 +357,11 @@ func (r *RunPublisher) acknowledged(pe *pendingEvent, ack *jetstream.PubAck) {
 	r.acked = pe.seq
 }
 
-// settleOldest waits for the oldest pending event's outcome. A failure
-// (error, or no ack within AckTimeout) starts repair. Lock held.
-func (r *RunPublisher) settleOldest(ctx context.Context) error {
+// settleOldest waits (within ctx) for the oldest pending event's outcome.
+// A failure (error, or no ack within AckTimeout) starts repair, within
+// repairCtx: the caller's context, since republishing through an outage
+// may take up to OutageBudget. Lock held.
+func (r *RunPublisher) settleOldest(ctx, repairCtx context.Context) error {
 	pe := r.pending[0]
 	if r.p.js.Conn().IsClosed() {
 		// No ack will come on a closed connection: fail now, not after the
@@ -357,7 +370,7 @@ func (r *RunPublisher) settleOldest(ctx context.Context) error {
 		return r.err
 	}
 	if pe.fut == nil {
-		return r.repair(ctx)
+		return r.repair(repairCtx)
 	}
 	timer := time.NewTimer(time.Until(pe.sent.Add(r.p.cfg.AckTimeout)))
 	defer timer.Stop()
@@ -367,10 +380,10 @@ func (r *RunPublisher) settleOldest(ctx context.Context) error {
 		return nil
 	case err := <-pe.fut.Err():
 		r.p.cfg.Logger.Warn("bus: event publish failed, retrying in order", "run_id", r.runID, "seq", pe.seq, "err", err)
-		return r.repair(ctx)
+		return r.repair(repairCtx)
 	case <-timer.C:
 		r.p.cfg.Logger.Warn("bus: event ack timed out, retrying in order", "run_id", r.runID, "seq", pe.seq)
-		return r.repair(ctx)
+		return r.repair(repairCtx)
 	case <-ctx.Done():
 		return fmt.Errorf("bus: waiting for the ack of event %s.%d: %w", r.runID, pe.seq, context.Cause(ctx))
 	}
@@ -404,18 +417,18 @@ func (r *RunPublisher) repair(ctx context.Context) error {
 	return nil
 }
 
+// publishSync publishes pe until it is stored: transient failures again
+// and again with jittered exponential backoff while OutageBudget allows,
+// other failures RetryAttempts more times, RetryWait apart.
 func (r *RunPublisher) publishSync(ctx context.Context, pe *pendingEvent) error {
-	var err error
-	for attempt := 0; attempt <= r.p.cfg.RetryAttempts; attempt++ {
-		if attempt > 0 {
-			select {
-			case <-time.After(r.p.cfg.RetryWait):
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
+	var (
+		first    time.Time
+		failures int
+		bo       backoff
+	)
+	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, r.p.cfg.AckTimeout)
-		_, err = r.p.js.PublishMsg(actx, copyMsg(pe.msg), jetstream.WithRetryAttempts(0))
+		_, err := r.p.js.PublishMsg(actx, copyMsg(pe.msg), jetstream.WithRetryAttempts(0))
 		cancel()
 		if err == nil {
 			return nil
@@ -423,9 +436,31 @@ func (r *RunPublisher) publishSync(ctx context.Context, pe *pendingEvent) error 
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		r.p.cfg.Logger.Warn("bus: event republish failed", "run_id", r.runID, "seq", pe.seq, "attempt", attempt+1, "err", err)
+		if first.IsZero() {
+			first = time.Now()
+		}
+		var wait time.Duration
+		if IsTransient(err) && r.p.cfg.OutageBudget > 0 {
+			wait = bo.wait()
+			if time.Since(first)+wait > r.p.cfg.OutageBudget {
+				r.p.cfg.Logger.Warn("bus: event republish gave up after the outage budget", "run_id", r.runID, "seq", pe.seq,
+					"attempts", attempt, "budget", r.p.cfg.OutageBudget, "err", err)
+				return err
+			}
+		} else {
+			failures++
+			if failures > r.p.cfg.RetryAttempts {
+				return err
+			}
+			wait = r.p.cfg.RetryWait
+		}
+		r.p.cfg.Logger.Warn("bus: event republish failed", "run_id", r.runID, "seq", pe.seq, "attempt", attempt, "err", err, "next_wait", wait)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	return err
 }
 
 // copyMsg returns a fresh message with the same subject, headers and data,

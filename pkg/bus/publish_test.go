@@ -187,7 +187,10 @@ func TestPublish(t *testing.T) {
 		t.Parallel()
 		b := setup(t) // no streams: nothing answers on the subject
 		ctx := ctxT(t)
-		p := newPublisher(t, b, bus.PublisherConfig{RetryAttempts: 1, RetryWait: time.Millisecond, AckTimeout: time.Second})
+		// "No response from stream" is also what a stream without a leader
+		// answers, so it is transient: without an outage budget, the
+		// publisher gives up after RetryAttempts.
+		p := newPublisher(t, b, bus.PublisherConfig{RetryAttempts: 1, RetryWait: time.Millisecond, AckTimeout: time.Second, OutageBudget: -1})
 		_, err := p.Open(ctx, "run-5", bus.JSON)
 		require.ErrorIs(t, err, bus.ErrStreamMissing)
 
@@ -210,7 +213,9 @@ func TestPublish(t *testing.T) {
 		b := provisioned(t)
 		ctx := ctxT(t)
 		// A tiny ack timeout makes acks "late"; the retries must be deduplicated.
-		p := newPublisher(t, b, bus.PublisherConfig{AckTimeout: time.Nanosecond, RetryWait: time.Millisecond, RetryAttempts: 3})
+		// (Timeouts are transient: no outage budget, or they would be
+		// retried for its length.)
+		p := newPublisher(t, b, bus.PublisherConfig{AckTimeout: time.Nanosecond, RetryWait: time.Millisecond, RetryAttempts: 3, OutageBudget: -1})
 		rp, err := p.Open(ctx, "run-6", bus.JSON)
 		require.NoError(t, err)
 		for range 10 {
