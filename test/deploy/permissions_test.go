@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -41,9 +42,11 @@ var roleUsers = map[string]string{
 // (only the listen address, JetStream and its store directory are added,
 // as a node config gives them), then a gateway and a worker through the
 // lovia commands under the gateway and worker users, and a client under
-// the submitter user. The run completes with no permission violation by
-// any of them; the tail-only user can follow the run but is refused a
-// submit, and the approver cannot submit either.
+// the submitter user, whose run completes. The tail-only user follows that
+// run; the approver follows a gated run and decides its call. None of them
+// runs into a permission it lacks. The tail-only user is refused a
+// decision and a submit (through the API and straight to the runs
+// stream), and the approver a submit.
 func TestPermissions(t *testing.T) {
 	// t.Setenv: the server reads the passwords from the environment, so
 	// this test does not run in parallel with the others.
@@ -62,7 +65,7 @@ func TestPermissions(t *testing.T) {
 	// The gateway alone first: it provisions the streams and buckets and
 	// answers the API under its own user.
 	agents := filepath.Join(t.TempDir(), "agents.yaml")
-	require.NoError(t, os.WriteFile(agents, []byte("agents:\n  - name: demo\n    model: demo\n    tools: [calculator, time_now]\n"), 0o600))
+	require.NoError(t, os.WriteFile(agents, []byte(agentsYAML), 0o600))
 	startCommand(t, "lovia gateway on ", "gateway", "--nats", userURL("gateway"), "--http", "127.0.0.1:0", "--agents", agents)
 
 	sub := connectAs(t, userURL("submitter"))
@@ -95,16 +98,37 @@ func TestPermissions(t *testing.T) {
 	tailed := tailToEnd(t, ctx, tc, runID)
 	require.Equal(t, len(envs), len(tailed), "the tail-only user sees every event")
 
-	require.Empty(t, log.violations(), "the fleet and the submitter ran into permissions they lack:\n%s", strings.Join(log.violations(), "\n"))
+	// The approver decides a gated call of a run the submitter started;
+	// it follows the run to see the call, and the tail-only user may not
+	// decide it.
+	gated := bus.NewRunID()
+	_, err = c.Submit(ctx, &bus.RunRequest{RunID: gated, Agent: "gated", Input: bus.TextInput("say hi")})
+	require.NoError(t, err)
+	approver := connectAs(t, userURL("approver"))
+	ac, err := client.New(approver, client.Options{})
+	require.NoError(t, err)
+	waitApprovalRequired(t, ctx, ac, gated)
+	short0, cancelShort0 := context.WithTimeout(ctx, 2*time.Second)
+	defer cancelShort0()
+	_, err = tc.Approve(short0, gated, "c1", loop.Approve, "")
+	require.Error(t, err, "the tail-only user decided a call")
+	log.waitViolation(t, ctx, "tail", "lovia.api.run."+gated+".approve")
+	log.forget("/user:tail")
+	dec, err := ac.Approve(ctx, gated, "c1", loop.Approve, "looks fine")
+	require.NoError(t, err)
+	require.True(t, dec.Accepted, "the approver's decision")
+	gatedEnvs := tailToEnd(t, ctx, c, gated)
+	require.Equal(t, loop.EventRunCompleted, gatedEnvs[len(gatedEnvs)-1].Type, "the gated run's last event")
 
-	// But it cannot submit, through the API or straight to the runs
-	// stream, and neither can the approver.
+	require.Empty(t, log.violations(), "the fleet and its clients ran into permissions they lack:\n%s", strings.Join(log.violations(), "\n"))
+
+	// The tail-only user cannot submit, through the API or straight to the
+	// runs stream, and neither can the approver.
 	refused := bus.NewRunID()
 	short, cancelShort := context.WithTimeout(ctx, 2*time.Second)
 	defer cancelShort()
 	_, err = tc.Submit(short, &bus.RunRequest{RunID: refused, Agent: "demo", Input: bus.TextInput("hi")})
 	require.Error(t, err, "the tail-only user submitted a run")
-	require.ErrorIs(t, tailer.LastError(), nats.ErrPermissionViolation, "the server refused the tail-only user's submit")
 	log.waitViolation(t, ctx, "tail", "lovia.api.submit")
 
 	js, err := jetstream.New(tailer)
@@ -115,9 +139,6 @@ func TestPermissions(t *testing.T) {
 	require.Error(t, err, "the tail-only user published a run request to the runs stream")
 	log.waitViolation(t, ctx, "tail", "lovia.submit.demo")
 
-	approver := connectAs(t, userURL("approver"))
-	ac, err := client.New(approver, client.Options{})
-	require.NoError(t, err)
 	short3, cancelShort3 := context.WithTimeout(ctx, 2*time.Second)
 	defer cancelShort3()
 	_, err = ac.Submit(short3, &bus.RunRequest{RunID: refused, Agent: "demo", Input: bus.TextInput("hi")})
@@ -133,6 +154,38 @@ func TestPermissions(t *testing.T) {
 	var apiErr *bus.APIError
 	require.ErrorAs(t, err, &apiErr, "status of a run nobody could submit")
 	require.Equal(t, bus.TypeNotFound, apiErr.Type)
+}
+
+// agentsYAML is the agents file of the test's gateway and worker: the demo
+// agent, and a scripted one whose echo call needs an approval.
+const agentsYAML = `agents:
+  - name: demo
+    model: demo
+    tools: [calculator, time_now]
+  - name: gated
+    model: scripted
+    tools: [echo]
+    approval: [echo]
+    script:
+      - call: {name: echo, args: {text: hi}, id: c1}
+      - text: done
+`
+
+// waitApprovalRequired follows a run until it asks for a decision.
+func waitApprovalRequired(t *testing.T, ctx context.Context, c *client.Client, runID string) {
+	t.Helper()
+	tail, err := c.Tail(ctx, runID, bus.FromStart())
+	require.NoError(t, err)
+	defer tail.Close(context.Background())
+	var seen []string
+	for env, err := range tail.All(ctx) {
+		require.NoError(t, err, "tail %s, waiting for approval_required after %v", runID, seen)
+		if env.Type == loop.EventApprovalRequired {
+			return
+		}
+		seen = append(seen, string(env.Type))
+	}
+	t.Fatalf("run %s ended without asking for a decision: %v", runID, seen)
 }
 
 // startPermissionsServer parses permissions.conf with the server's own
@@ -256,6 +309,14 @@ func (l *violationLog) record(format string, v ...any) {
 		l.lines = append(l.lines, line)
 		l.mu.Unlock()
 	}
+}
+
+// forget drops the violations whose line contains s (those a test
+// provoked and has checked).
+func (l *violationLog) forget(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = slices.DeleteFunc(l.lines, func(line string) bool { return strings.Contains(line, s) })
 }
 
 func (l *violationLog) violations() []string {
