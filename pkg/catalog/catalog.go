@@ -37,6 +37,10 @@ type Options struct {
 	// tool names without checking them, for processes that list agents but
 	// never run them (the gateway).
 	MCPUnresolved bool
+	// Services provides the tools of the fleet's NATS tool services (a
+	// toolsvc.Registry started before the catalog is built); nil: agents
+	// cannot name tool-service tools.
+	Services ServiceSource
 }
 
 // Agent is one ready agent with its fleet settings.
@@ -164,7 +168,7 @@ func Build(f File, opts Options) (*Catalog, error) {
 		return nil, fmt.Errorf("the file declares MCP servers (%s) but no MCP tool source is configured: start an mcp.Manager for File.Servers() and pass it as Options.MCP", strings.Join(sortedKeys(servers), ", "))
 	}
 	if opts.MCPUnresolved {
-		opts.MCP = nil
+		opts.MCP, opts.Services = nil, nil
 	}
 	shared := sortedKeys(f.MCPServers)
 	c := &Catalog{agents: map[string]*Agent{}}
@@ -251,13 +255,16 @@ func build(s Spec, visible []string, opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	var mcpTools0 []*loop.Tool
-	if opts.MCP != nil {
-		for _, p := range sel.mcp {
-			server, _, _ := strings.Cut(p, mcp.Separator)
-			ts, _ := opts.MCP.ServerTools(server)
-			mcpTools0 = append(mcpTools0, match(p, ts)...)
+	var remote []*loop.Tool
+	resolved := !opts.MCPUnresolved
+	for _, r := range sel.remote {
+		if r.source == nil {
+			resolved = false
+			continue
 		}
+		server, _, _ := strings.Cut(r.pattern, mcp.Separator)
+		ts, _ := r.source.ServerTools(server)
+		remote = append(remote, match(r.pattern, ts)...)
 	}
 	for _, n := range s.Approval {
 		ok := false
@@ -266,12 +273,8 @@ func build(s Spec, visible []string, opts Options) (*Agent, error) {
 				ok = true
 			}
 		}
-		if server, _, isMCP := strings.Cut(n, mcp.Separator); isMCP && !ok {
-			if opts.MCP == nil {
-				ok = contains(visible, server)
-			} else {
-				ok = len(match(n, mcpTools0)) > 0
-			}
+		if _, _, isRemote := strings.Cut(n, mcp.Separator); isRemote && !ok {
+			ok = !resolved || len(match(n, remote)) > 0
 		}
 		if !ok {
 			return nil, fmt.Errorf("approval names %q, which is not among the agent's tools", n)
@@ -285,8 +288,8 @@ func build(s Spec, visible []string, opts Options) (*Agent, error) {
 		}
 		a.Tools = append(a.Tools, t)
 	}
-	if len(sel.mcp) > 0 && opts.MCP != nil {
-		a.Plugins = append(a.Plugins, &mcpTools{patterns: sel.mcp, approval: s.Approval, source: opts.MCP})
+	if resolved && len(sel.remote) > 0 {
+		a.Plugins = append(a.Plugins, &remoteTools{sel: sel.remote, approval: s.Approval})
 	}
 	if s.OutputSchema != nil {
 		raw, err := json.Marshal(s.OutputSchema)

@@ -69,10 +69,25 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
+// ServiceSource provides the tools of the fleet's NATS tool services (a
+// toolsvc.Registry): agents name them <service>__<tool> like MCP tools.
+type ServiceSource interface {
+	ToolSource
+	// Has reports whether the service is known.
+	Has(service string) bool
+}
+
 // selection is what an agent's `tools:` and `approval:` pick.
 type selection struct {
 	builtin []*loop.Tool
-	mcp     []string // exact names and globs of MCP tools, in file order
+	remote  []remoteSel // MCP and tool-service tools, in file order
+}
+
+// remoteSel is an exact name or a glob of the tools of one MCP server or
+// tool service; source is nil when names are not resolved.
+type remoteSel struct {
+	pattern string
+	source  ToolSource
 }
 
 // selectTools resolves an agent's tools: built-in names, and MCP tools by
@@ -93,11 +108,19 @@ func selectTools(s Spec, visible []string, opts Options) (*selection, error) {
 			}
 			return nil, unknownTool(n, visible, opts.Tools)
 		}
-		if !contains(visible, server) {
-			if len(visible) == 0 {
-				return nil, fmt.Errorf("unknown tool %q: no MCP server %q is declared (add it under mcp_servers)", n, server)
-			}
-			return nil, fmt.Errorf("unknown tool %q: no MCP server %q is declared (declared: %s)", n, server, strings.Join(visible, ", "))
+		var (
+			src  ToolSource
+			kind = "MCP server"
+		)
+		switch {
+		case contains(visible, server):
+			src = opts.MCP
+		case opts.Services != nil && opts.Services.Has(server):
+			src, kind = opts.Services, "tool service"
+		case opts.MCPUnresolved:
+			// Listing only: a tool service is only known at run time.
+		default:
+			return nil, unknownRemote(n, server, visible, opts.Services != nil)
 		}
 		if _, err := path.Match(n, ""); err != nil {
 			return nil, fmt.Errorf("tool pattern %q: %w", n, err)
@@ -106,11 +129,11 @@ func selectTools(s Spec, visible []string, opts Options) (*selection, error) {
 			continue
 		}
 		seen[n] = true
-		sel.mcp = append(sel.mcp, n)
-		if opts.MCP == nil {
+		sel.remote = append(sel.remote, remoteSel{pattern: n, source: src})
+		if src == nil {
 			continue
 		}
-		ts, err := opts.MCP.ServerTools(server)
+		ts, err := src.ServerTools(server)
 		if err != nil {
 			return nil, fmt.Errorf("tool %q: %w", n, err)
 		}
@@ -119,10 +142,21 @@ func selectTools(s Spec, visible []string, opts Options) (*selection, error) {
 			if isGlob(n) {
 				what = "no tool matches"
 			}
-			return nil, fmt.Errorf("%s %q (MCP server %q has: %s)", what, n, server, strings.Join(names(ts), ", "))
+			return nil, fmt.Errorf("%s %q (%s %q has: %s)", what, n, kind, server, strings.Join(names(ts), ", "))
 		}
 	}
 	return sel, nil
+}
+
+func unknownRemote(n, server string, visible []string, services bool) error {
+	declared := "add it under mcp_servers"
+	if len(visible) > 0 {
+		declared = "declared: " + strings.Join(visible, ", ")
+	}
+	if services {
+		return fmt.Errorf("unknown tool %q: %q is neither an MCP server of the agents file (%s) nor a running tool service (start the service before the worker)", n, server, declared)
+	}
+	return fmt.Errorf("unknown tool %q: no MCP server %q is declared (%s)", n, server, declared)
 }
 
 func unknownTool(n string, visible []string, builtin tools.Set) error {
@@ -163,28 +197,28 @@ func contains(s []string, v string) bool {
 	return false
 }
 
-// mcpTools is the plugin that gives an agent its MCP tools at the start of
-// each run, from the lists the servers reported last: a tool a server
-// added after a list_changed is there for the next run.
-type mcpTools struct {
-	patterns []string
+// remoteTools is the plugin that gives an agent its MCP and tool-service
+// tools at the start of each run, from the lists the servers and services
+// reported last: a tool a server added after a list_changed, or a
+// service after a redeploy, is there for the next run.
+type remoteTools struct {
+	sel      []remoteSel
 	approval []string
-	source   ToolSource
 }
 
-func (p *mcpTools) Name() string { return "mcp" }
+func (p *remoteTools) Name() string { return "remote-tools" }
 
-// Tools returns the selected MCP tools, approval-gated as the agent says.
-func (p *mcpTools) Tools() []*loop.Tool {
+// Tools returns the selected tools, approval-gated as the agent says.
+func (p *remoteTools) Tools() []*loop.Tool {
 	var out []*loop.Tool
 	seen := map[string]bool{}
-	for _, pat := range p.patterns {
-		server, _, _ := strings.Cut(pat, mcp.Separator)
-		ts, err := p.source.ServerTools(server)
+	for _, sel := range p.sel {
+		server, _, _ := strings.Cut(sel.pattern, mcp.Separator)
+		ts, err := sel.source.ServerTools(server)
 		if err != nil {
 			continue
 		}
-		for _, t := range match(pat, ts) {
+		for _, t := range match(sel.pattern, ts) {
 			if seen[t.Name] {
 				continue
 			}

@@ -1,0 +1,81 @@
+package catalog
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lovia-fleet/lovia/pkg/broker"
+	"github.com/lovia-fleet/lovia/pkg/loop"
+	"github.com/lovia-fleet/lovia/pkg/toolsvc"
+)
+
+type addIn struct {
+	A int `json:"a"`
+	B int `json:"b"`
+}
+
+// A tool service on an embedded NATS server, and a registry that has
+// discovered it.
+func startService(t *testing.T) *toolsvc.Registry {
+	t.Helper()
+	srv, err := broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	nc, err := srv.Connect()
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	add := loop.NewTool("add", "Add two integers.", func(_ context.Context, _ *loop.RunContext, in addIn) (int, error) { return in.A + in.B, nil })
+	sub := loop.NewTool("sub", "Subtract.", func(_ context.Context, _ *loop.RunContext, in addIn) (int, error) { return in.A - in.B, nil })
+	svc, err := toolsvc.New(toolsvc.Config{Conn: nc, Name: "mathsvc", Tools: []*loop.Tool{add, sub}})
+	require.NoError(t, err)
+	require.NoError(t, svc.Start(context.Background()))
+	t.Cleanup(func() { _ = svc.Stop(context.Background()) })
+	r, err := toolsvc.NewRegistry(toolsvc.RegistryConfig{Conn: nc, Refresh: time.Hour})
+	require.NoError(t, err)
+	require.NoError(t, r.Start(context.Background()))
+	t.Cleanup(func() { _ = r.Stop(context.Background()) })
+	require.Eventually(t, func() bool { _ = r.Refresh(context.Background()); return r.Has("mathsvc") }, 10*time.Second, 10*time.Millisecond, "waiting for the registry to discover mathsvc")
+	return r
+}
+
+func TestToolServiceTools(t *testing.T) {
+	t.Parallel()
+	o := opts(t)
+	o.Services = startService(t)
+
+	c, err := Parse([]byte(`
+agents:
+  - name: math
+    model: scripted
+    tools: ["mathsvc__*"]
+    approval: [mathsvc__sub]
+    script:
+      - call: {name: mathsvc__add, args: {a: 40, b: 2}}
+      - text: done
+`), o)
+	require.NoError(t, err)
+	a, _ := c.Get("math")
+	require.Equal(t, map[string]bool{"mathsvc__add": false, "mathsvc__sub": true}, toolNames(a))
+	res, err := loop.NewRunner(loop.RunnerConfig{}).Run(context.Background(), a.Agent, []loop.Entry{loop.UserText("x")})
+	require.NoError(t, err)
+	var outputs []string
+	for _, e := range res.Entries {
+		if e.Kind == loop.KindToolResult {
+			outputs = append(outputs, e.Output)
+		}
+	}
+	require.Equal(t, []string{"42"}, outputs)
+
+	for name, tc := range map[string]struct{ tools, want string }{
+		"unknown tool of a service": {"[mathsvc__mul]", `unknown tool "mathsvc__mul" (tool service "mathsvc" has: mathsvc__add, mathsvc__sub)`},
+		"no such service":           {"[nosvc__x]", `"nosvc" is neither an MCP server of the agents file (add it under mcp_servers) nor a running tool service`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse([]byte("agents:\n  - {name: a, model: scripted, tools: "+tc.tools+", script: [{text: x}]}\n"), o)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
