@@ -15,6 +15,7 @@ import (
 	"github.com/lovia-fleet/lovia/pkg/client"
 	"github.com/lovia-fleet/lovia/pkg/gateway"
 	"github.com/lovia-fleet/lovia/pkg/service"
+	"github.com/lovia-fleet/lovia/pkg/store"
 )
 
 // access is who may call a gateway: bearer tokens and browser origins.
@@ -28,7 +29,7 @@ type access struct {
 func startGateway(ctx context.Context, env *Env, nc *nats.Conn, prefix, addr string, acc access, cat *catalog.Catalog, reg *prometheus.Registry, log *slog.Logger) (string, func(context.Context) error, error) {
 	// Gateways do not claim runs: leave the workers consumer to workers,
 	// and the replica counts to whoever set them.
-	_, st, err := openFleet(ctx, nc, bus.ProvisionConfig{Prefix: prefix, SkipWorkers: true})
+	_, st, err := openFleet(ctx, nc, bus.ProvisionConfig{Prefix: prefix, SkipWorkers: true}, store.Config{Logger: log})
 	if err != nil {
 		return "", nil, err
 	}

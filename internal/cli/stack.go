@@ -37,6 +37,7 @@ type workerFlags struct {
 	replicas    int
 	coalesce    time.Duration
 	parkAfter   time.Duration
+	outage      time.Duration
 	logLevel    string
 	// listOnly builds agents for listing (the gateway): no MCP server
 	// is started.
@@ -53,6 +54,7 @@ func addWorkerFlags(fs *flag.FlagSet) *workerFlags {
 	fs.IntVar(&f.maxPending, "max-ack-pending", 0, "runs the whole fleet may hold at once (every worker's --concurrency, plus headroom); unset: the fleet's (10000 when new)")
 	fs.IntVar(&f.replicas, "replicas", 0, "replicas of the streams and buckets (3 on a cluster); unset: 1 for new ones, existing ones keep theirs")
 	fs.DurationVar(&f.coalesce, "coalesce", 50*time.Millisecond, "send streamed text as one event at most this often (0: one event per model delta)")
+	fs.DurationVar(&f.outage, "outage-budget", store.DefaultOutageBudget, "how long a store call or an event publish retries a broker outage (a leader election, a lost quorum, a restart) before the run is released for later instead; negative: no retries")
 	fs.DurationVar(&f.parkAfter, "park-after", worker.DefaultParkAfter, "an approval wait longer than this parks the run off the worker until a decision, a cancel or its deadline (negative: never park)")
 	return f
 }
@@ -93,20 +95,24 @@ func buildDeps(ctx context.Context, env *Env, wf *workerFlags, log *slog.Logger)
 	return &fleetDeps{registry: reg, catalog: cat}, nil
 }
 
-// openFleet provisions (idempotently) and opens the stores.
-func openFleet(ctx context.Context, nc *nats.Conn, pc bus.ProvisionConfig) (jetstream.JetStream, *store.Store, error) {
+// openFleet provisions (idempotently) and opens the stores, with sc's
+// outage budget and logger. Both wait for a cluster that is still forming
+// (with progress on the logger) until ctx ends.
+func openFleet(ctx context.Context, nc *nats.Conn, pc bus.ProvisionConfig, sc store.Config) (jetstream.JetStream, *store.Store, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, nil, err
+	}
+	if pc.Logger == nil {
+		pc.Logger = sc.Logger
 	}
 	if _, err := bus.Provision(ctx, js, pc); err != nil {
 		return nil, nil, err
 	}
 	names, _ := bus.NewNames(pc.Prefix)
-	st, err := store.Open(ctx, js, store.Config{
-		CheckpointBucket: names.CheckpointsBucket(), SessionBucket: names.SessionsBucket(),
-		MailboxBucket: names.MailboxBucket(), RunBucket: names.RunsBucket(),
-	})
+	sc.CheckpointBucket, sc.SessionBucket = names.CheckpointsBucket(), names.SessionsBucket()
+	sc.MailboxBucket, sc.RunBucket = names.MailboxBucket(), names.RunsBucket()
+	st, err := store.Open(ctx, js, sc)
 	return js, st, err
 }
 
@@ -170,14 +176,15 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 func startWorkerProcess(ctx context.Context, nc *nats.Conn, prefix, id string, wf *workerFlags, deps *fleetDeps, reg prometheus.Registerer, log *slog.Logger) (*worker.Worker, *service.Service, error) {
 	pc := bus.ProvisionConfig{Prefix: prefix, Replicas: wf.replicas}
 	pc.Workers.AckWait, pc.Workers.MaxAckPending = wf.ackWait, wf.maxPending
-	js, st, err := openFleet(ctx, nc, pc)
+	sc := store.Config{OutageBudget: wf.outage, Logger: log}
+	js, st, err := openFleet(ctx, nc, pc, sc)
 	if err != nil {
 		return nil, nil, err
 	}
 	// Offloaded tool outputs go to the shared object store, so a recall
 	// works on whichever worker the run is on.
 	names, _ := bus.NewNames(prefix) // openFleet checked it
-	results, err := store.OpenResultStore(ctx, js, store.ResultStoreConfig{Bucket: names.ResultsBucket(), Replicas: wf.replicas})
+	results, err := store.OpenResultStore(ctx, js, store.ResultStoreConfig{Bucket: names.ResultsBucket(), Replicas: wf.replicas, Logger: log})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -193,6 +200,7 @@ func startWorkerProcess(ctx context.Context, nc *nats.Conn, prefix, id string, w
 	w, err := worker.New(worker.Config{
 		Conn: nc, Catalog: deps.catalog, Prefix: prefix, ID: id, Concurrency: wf.concurrency, AckWait: wf.ackWait, CoalesceDeltas: wf.coalesce, ParkAfter: wf.parkAfter,
 		SkipProvision: true, Registry: deps.registry, ContextPolicy: policy, Logger: log, Metrics: reg,
+		Store: store.Config{OutageBudget: wf.outage, Logger: log},
 	})
 	if err != nil {
 		_ = svc.Stop(ctx)
