@@ -10,7 +10,7 @@ import (
 	"github.com/lovia-fleet/lovia/pkg/loop"
 )
 
-// Bodies of the request/reply subjects of PROTOCOL.md ("Subjects"). Each
+// Bodies of the request/reply subjects of docs/protocol.md#subjects. Each
 // request type has a Validate method; decode any of them with
 // DecodeControl, which detects the encoding, decodes and validates.
 
@@ -73,7 +73,7 @@ type StatusReply struct {
 	Error     *loop.ErrorInfo `json:"error,omitempty" msgpack:"error,omitempty"`
 	Replayed  bool            `json:"replayed,omitempty" msgpack:"replayed,omitempty"`
 	// Awaiting is set while the run waits, parked on no worker, for an
-	// approval decision. (An addition to PROTOCOL.md's status reply.)
+	// approval decision (docs/protocol.md#run-status).
 	Awaiting *Awaiting `json:"awaiting,omitempty" msgpack:"awaiting,omitempty"`
 	// Waiting says why a queued run is not running yet, when the fleet
 	// knows: no live worker serves its agent.

@@ -18,7 +18,7 @@ type ProvisionReport struct {
 }
 
 // Provision creates or updates, idempotently, every stream and bucket of
-// PROTOCOL.md and the workers consumer, with settings from cfg. Run it at
+// docs/protocol.md and the workers consumer, with settings from cfg. Run it at
 // startup from any number of processes at once: an asset that already
 // matches is left alone, one that differs in settings the server can change
 // is updated (settings Provision does not own, such as placement or

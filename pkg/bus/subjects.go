@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Every name on the wire, from PROTOCOL.md. Subjects, streams, the workers
+// Every name on the wire, from docs/protocol.md. Subjects, streams, the workers
 // consumer, buckets and the service name all derive from one prefix; a
 // [Names] value builds them and rejects identifiers that cannot be subject
 // tokens.
@@ -17,7 +17,7 @@ const DefaultPrefix = "lovia"
 // name, prefix) in characters.
 const MaxIDLen = 128
 
-// Message headers of PROTOCOL.md.
+// Message headers (docs/protocol.md#headers).
 const (
 	// HeaderMsgID deduplicates a publish within the stream's window. Events
 	// carry "<run_id>.<seq>", run requests their run id.
@@ -34,20 +34,17 @@ const (
 	// of the run it belongs to (1 for the first, one more for each
 	// resubmission of a failed run). A worker terminates a request of a
 	// submission that has already ended or been superseded, without
-	// running it. Raw publishes need not set it. (An addition to
-	// PROTOCOL.md's request headers.)
+	// running it. Raw publishes need not set it.
 	HeaderSubmission = "Lovia-Submission"
 	// HeaderContinues is set on a request that resumes a parked run: the
 	// stream sequence of the request whose claim parked it. The claim
-	// continues that submission (run_resumed, not run_started). (An
-	// addition to PROTOCOL.md's request headers.)
+	// continues that submission (run_resumed, not run_started).
 	HeaderContinues = "Lovia-Continues"
 	// HeaderHighSeq is set on an event published again after a failure: the
 	// highest seq published to the run at that time. Such an event may be
 	// stored after events with higher seqs, so the run's last stored
 	// message is not always its highest seq; LastSeq takes the larger of
-	// Lovia-Seq and Lovia-High-Seq. Readers may ignore it. (An addition to
-	// PROTOCOL.md's event headers.)
+	// Lovia-Seq and Lovia-High-Seq. Readers may ignore it.
 	HeaderHighSeq = "Lovia-High-Seq"
 	// HeaderContentType is a body's encoding: ContentTypeJSON or
 	// ContentTypeMsgpack.
@@ -58,7 +55,7 @@ const (
 	HeaderServiceErrorCode = "Nats-Service-Error-Code"
 )
 
-// Subject tokens of PROTOCOL.md, after the prefix.
+// Subject tokens (docs/protocol.md#subjects), after the prefix.
 const (
 	tokSubmit  = "submit"
 	tokEvents  = "events"

@@ -19,7 +19,7 @@ const (
 	exampleRun     = `{"agent": "demo", "input": "What is 12*7?"}`
 	exampleApprove = `{"decision": "approve"} or {"decision": "reject", "reason": "…"}`
 	exampleInject  = `{"content": "also check the weekend"}`
-	hintRun        = `fix the field named in the message (PROTOCOL.md, "Run request"); a minimal request is ` + exampleRun
+	hintRun        = `fix the field named in the message (docs/protocol.md#run-request); a minimal request is ` + exampleRun
 )
 
 // submit handles POST /v1/runs: a run request in JSON or msgpack. The reply

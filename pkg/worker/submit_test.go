@@ -190,7 +190,7 @@ func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
 
 // TestResubmitRightAfterTerminalIsReplayed: the moment a client sees a
 // run's terminal event, the run's status is final, so resubmitting the
-// completed run is answered as a replay (PROTOCOL.md) — not taken for a
+// completed run is answered as a replay (docs/protocol.md#run-request) — not taken for a
 // submission still in flight, which would leave a streaming client (the
 // gateway's Accept: text/event-stream submit) waiting for events that never
 // come. Twenty runs narrow any window between the event and the index.
