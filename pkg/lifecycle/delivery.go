@@ -5,7 +5,9 @@ import "time"
 // Delivery is what a worker knows of a delivered run request before it
 // claims the run.
 type Delivery struct {
-	// FirstClaim is true for the request's first delivery.
+	// FirstClaim is true for the request's first delivery. It decides
+	// nothing on its own: a server that lost its consumer state delivers a
+	// claimed request again as a first delivery.
 	FirstClaim bool
 	// Published is true when events of this request's submission are
 	// stored already (an earlier claim published them; for a wake, the
@@ -64,10 +66,14 @@ type Plan struct {
 // replay (heal) or acknowledge it. Claim refusals (stale, in flight) come
 // from [ClaimRun].
 func Decide(d Delivery) Plan {
-	p := Plan{Fresh: d.FirstClaim || !d.Published}
+	// Events of this very request are stored: whatever the delivery count
+	// says (a server that lost its consumer state after a restart delivers
+	// a claimed request again as a first delivery), the submission is
+	// under way and a claim continues it.
+	p := Plan{Fresh: !d.Published}
 	p.Replay = d.SnapshotCompleted && (!d.Restart || !p.Fresh)
 	switch {
-	case !d.FirstClaim && d.Published && d.LastTerminal && !p.Replay:
+	case d.Published && d.LastTerminal && !p.Replay:
 		// Exactly one terminal event per submission.
 		p.Action = AckEnded
 	case p.Replay && (p.Fresh || d.LastTerminal):

@@ -34,13 +34,14 @@
 //
 // Every state × transition pair, as TestTransitionTable checks it (the
 // fixture: submission 1, held by w1 under the request at seq 10; "!" is a
-// refusal):
+// refusal; the claims are w2's after it found w1 gone, except "held"):
 //
 //	transition       queued      running     parked      completed   failed
 //	resubmit         !NotEnded   !NotEnded   !NotEnded   queued      queued
 //	record-request   queued      !NotQueued  !NotQueued  !NotQueued  !NotQueued
 //	requeue          queued      !NotQueued  !NotQueued  !NotQueued  !NotQueued
 //	claim (own seq)  running     running     running     running     running
+//	claim (held)     running     !Held       running     running     running
 //	claim (other)    running     !InFlight   !InFlight   !Stale      !Stale
 //	claim (raw)      running     !InFlight   !InFlight   running     running
 //	claim (older)    !Stale      !Stale      !Stale      !Stale      !Stale

@@ -22,6 +22,10 @@ var (
 	// ErrInFlight refuses the claim of a request of a run that is running
 	// or parked under another request.
 	ErrInFlight = errors.New("the run is in flight under another request")
+	// ErrHeld refuses the claim of a run that another worker holds under
+	// the same request (a redelivery the server made while the holder
+	// lives): the claimer must check the holder first.
+	ErrHeld = errors.New("another worker holds the run")
 	// ErrNotHolder refuses a transition made under a claim that is no
 	// longer the run's current one: another worker claimed it since.
 	ErrNotHolder = errors.New("the claim is not the run's current one")

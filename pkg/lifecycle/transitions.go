@@ -87,6 +87,14 @@ type Claim struct {
 	Continues uint64
 	// Now is the claim's time.
 	Now time.Time
+	// HolderGone is set when the claimer found that the worker the record
+	// names as holder no longer executes the run (it does not answer, or
+	// answers that it does not hold it). Without it, a claim of a run
+	// running under this very request on another worker is refused with
+	// ErrHeld: after a NATS restart or a leader change the server may
+	// deliver a request again, as a first delivery, while its holder is
+	// alive and well.
+	HolderGone bool
 }
 
 // Claimed is what a successful claim tells the claimer.
@@ -114,8 +122,10 @@ func ClaimNew(c Claim, runID, agent, sessionID string, metadata map[string]any) 
 
 // ClaimRun makes the claiming worker the run's holder. It refuses, with
 // ErrStale, a request whose submission has ended under another request or
-// been superseded (see [IsStale]) and, with ErrInFlight, a request of a
-// run that is running or parked under another request (see [IsInFlight]).
+// been superseded (see [IsStale]); with ErrInFlight, a request of a run
+// that is running or parked under another request (see [IsInFlight]); and
+// with ErrHeld, the run's own request while another worker holds it,
+// unless the claimer established that holder is gone (Claim.HolderGone).
 // A raw publish of an ended run is a new submission of it.
 func ClaimRun(r store.RunRecord, c Claim) (store.RunRecord, Claimed, error) {
 	if IsStale(r, c.Submission, c.Seq) {
@@ -123,6 +133,9 @@ func ClaimRun(r store.RunRecord, c Claim) (store.RunRecord, Claimed, error) {
 	}
 	if IsInFlight(r, c.Seq, c.Continues) {
 		return r, Claimed{}, refuse("claim", r, ErrInFlight)
+	}
+	if r.Status == Running && r.Worker != c.Worker && !c.HolderGone {
+		return r, Claimed{}, refuse("claim", r, ErrHeld)
 	}
 	var out Claimed
 	if r.Parked != nil && c.Continues != 0 && c.Continues == r.Parked.Continues {

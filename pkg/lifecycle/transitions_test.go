@@ -32,7 +32,7 @@ type event struct {
 
 func claim(seq uint64, submission int, continues uint64) func(store.RunRecord) (store.RunRecord, error) {
 	return func(r store.RunRecord) (store.RunRecord, error) {
-		out, _, err := lifecycle.ClaimRun(r, lifecycle.Claim{Worker: "w2", Seq: seq, Submission: submission, Continues: continues, Now: t0})
+		out, _, err := lifecycle.ClaimRun(r, lifecycle.Claim{Worker: "w2", Seq: seq, Submission: submission, Continues: continues, Now: t0, HolderGone: true})
 		return out, err
 	}
 }
@@ -41,7 +41,11 @@ var events = []event{
 	{"resubmit", lifecycle.Resubmit},
 	{"record-request", func(r store.RunRecord) (store.RunRecord, error) { return lifecycle.RecordRequest(r, 11) }},
 	{"requeue", lifecycle.Requeue},
-	{"claim-own", claim(10, 1, 0)},   // the run's own request, redelivered
+	{"claim-own", claim(10, 1, 0)}, // the run's own request, redelivered
+	{"claim-held", func(r store.RunRecord) (store.RunRecord, error) { // the own request while w1 holds it
+		out, _, err := lifecycle.ClaimRun(r, lifecycle.Claim{Worker: "w2", Seq: 10, Submission: 1, Now: t0})
+		return out, err
+	}},
 	{"claim-other", claim(11, 1, 0)}, // a later request of the same submission
 	{"claim-raw", claim(12, 0, 0)},   // a raw publish (no submission stated)
 	{"claim-old", claim(9, 1, 0)},    // a request older than the recorded one
@@ -85,6 +89,7 @@ var want = map[string][5]string{
 	"record-request": {"queued", "!NotQueued", "!NotQueued", "!NotQueued", "!NotQueued"},
 	"requeue":        {"queued", "!NotQueued", "!NotQueued", "!NotQueued", "!NotQueued"},
 	"claim-own":      {"running", "running", "running", "running", "running"},
+	"claim-held":     {"running", "!Held", "running", "running", "running"},
 	"claim-other":    {"running", "!InFlight", "!InFlight", "!Stale", "!Stale"},
 	"claim-raw":      {"running", "!InFlight", "!InFlight", "running", "running"},
 	"claim-old":      {"!Stale", "!Stale", "!Stale", "!Stale", "!Stale"},
@@ -103,7 +108,7 @@ var want = map[string][5]string{
 
 var sentinels = map[string]error{
 	"NotEnded": lifecycle.ErrNotEnded, "NotQueued": lifecycle.ErrNotQueued, "Stale": lifecycle.ErrStale,
-	"InFlight": lifecycle.ErrInFlight, "NotHolder": lifecycle.ErrNotHolder, "NotParked": lifecycle.ErrNotParked,
+	"InFlight": lifecycle.ErrInFlight, "Held": lifecycle.ErrHeld, "NotHolder": lifecycle.ErrNotHolder, "NotParked": lifecycle.ErrNotParked,
 	"Ended": lifecycle.ErrEnded, "NotStuck": lifecycle.ErrNotStuck,
 }
 
@@ -221,6 +226,8 @@ func TestDecide(t *testing.T) {
 		want lifecycle.Plan
 	}{
 		{"first delivery of a new run", d{FirstClaim: true}, lifecycle.Plan{Action: lifecycle.Run, Fresh: true}},
+		{"a first delivery of a request whose events are out (a server restart)", d{FirstClaim: true, Published: true}, lifecycle.Plan{Action: lifecycle.Run}},
+		{"a first delivery of a request that ended (a server restart lost the ack)", d{FirstClaim: true, Published: true, LastTerminal: true}, lifecycle.Plan{Action: lifecycle.AckEnded}},
 		{"redelivery after a crash mid-run", d{Published: true}, lifecycle.Plan{Action: lifecycle.Run}},
 		{"redelivery released before it started", d{}, lifecycle.Plan{Action: lifecycle.Run, Fresh: true}},
 		{"redelivery after the terminal event, before the ack", d{Published: true, LastTerminal: true}, lifecycle.Plan{Action: lifecycle.AckEnded}},

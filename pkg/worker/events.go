@@ -148,7 +148,9 @@ func (s *eventSink) publishOne(ctx context.Context, ev loop.Event) bool {
 	case *loop.RunStarted:
 		// run_resumed only when an earlier claim of this submission
 		// published something; otherwise this is its first visible start.
-		resumed := (!s.d.firstClaim || s.d.continued) && s.d.published
+		// (A first delivery may find its own events too: a server that
+		// lost its consumer state delivers a claimed request again.)
+		resumed := s.d.published
 		if s.replay && !resumed {
 			return true
 		}

@@ -148,16 +148,34 @@ func (w *Worker) claim(ctx context.Context, d *delivery, req *bus.RunRequest, ru
 		Worker: w.cfg.ID, Seq: seq, Continues: continues, Now: w.cfg.Clock(),
 		Submission: int(bus.HeaderUint(d.msg.Headers(), bus.HeaderSubmission)),
 	}
-	var claimed lifecycle.Claimed
+	var (
+		claimed lifecycle.Claimed
+		holder  string
+	)
 	claimFn := func(r *store.RunRecord) error {
 		next, cl, err := lifecycle.ClaimRun(*r, c)
 		if err != nil {
+			holder = r.Worker
 			return err
 		}
 		*r, claimed = next, cl
 		return nil
 	}
 	_, err = w.st.Runs().Modify(ctx, runID, claimFn)
+	if errors.Is(err, lifecycle.ErrHeld) {
+		// Another worker holds the run under this very request: a
+		// redelivery the server made while it lives (a NATS restart, a
+		// leader change) must not start a second execution. Its holder
+		// keeps the request alive with its heartbeats (they apply by
+		// stream sequence) and acks it; this delivery is left alone.
+		if w.holds(ctx, holder, runID, seq) {
+			log.Warn("request delivered again while another worker executes it; leaving it to that worker", "holder", holder)
+			w.m.fenced.Inc()
+			return nil, lifecycle.Verdict{Settle: lifecycle.Leave}
+		}
+		c.HolderGone = true
+		_, err = w.st.Runs().Modify(ctx, runID, claimFn)
+	}
 	if errors.Is(err, store.ErrRunNotFound) {
 		// A raw publish: index it now.
 		rec, cl := lifecycle.ClaimNew(c, runID, ag.Name, req.SessionID, req.Metadata)

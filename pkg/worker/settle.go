@@ -27,6 +27,7 @@ func (w *Worker) settle(ctx context.Context, x *execution, sink *eventSink, res 
 	case lifecycle.Leave:
 		w.m.fenced.Inc()
 		log.Warn("run fenced: another worker owns it; stopping without ack", "error", runErr)
+		w.unclaim(ctx, x)
 	case lifecycle.Nak:
 		cause := runErr
 		if sink.err != nil {
@@ -70,6 +71,33 @@ func errString(err error) string {
 		return "no error"
 	}
 	return err.Error()
+}
+
+// unclaim leaves the run record no worse than a fenced execution found
+// it: when the record still names this claim while the run's terminal
+// event is out (another execution ended the run between this claim's read
+// and its fencing), the record takes that outcome instead of staying
+// running under a claim that does nothing more.
+func (w *Worker) unclaim(ctx context.Context, x *execution) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.StoreTimeout)
+	defer cancel()
+	last, err := w.lastEvent(ctx, x.runID)
+	if err != nil || last == nil || !last.IsTerminal() {
+		return
+	}
+	ev, err := last.Event()
+	if err != nil {
+		return
+	}
+	_, err = w.st.Runs().Modify(ctx, x.runID, transition(func(r store.RunRecord) (store.RunRecord, error) {
+		if !x.holder.Holds(r) || r.Status != store.RunRunning {
+			return r, &lifecycle.Refusal{Transition: "unclaim", State: r.Status, Err: lifecycle.ErrNotHolder}
+		}
+		return lifecycle.Finish(r, ev, last.Stored)
+	}))
+	if err == nil {
+		x.d.log.Info("fenced claim: the run had ended meanwhile; its status now says so")
+	}
 }
 
 // settleMsg is the one place a delivery's JetStream message is settled.

@@ -3,6 +3,8 @@ package worker
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -30,7 +32,7 @@ func (w *Worker) presenceSubject(id string) string { return w.names.WorkerPing(i
 // startTakeover starts the presence responder, the reaper and the park
 // timers.
 func (w *Worker) startTakeover(ctx context.Context) error {
-	sub, err := w.cfg.Conn.Subscribe(w.presenceSubject(w.cfg.ID), func(m *nats.Msg) { _ = m.Respond([]byte("pong")) })
+	sub, err := w.cfg.Conn.Subscribe(w.presenceSubject(w.cfg.ID), w.onPing)
 	if err != nil {
 		return err
 	}
@@ -142,6 +144,45 @@ func (w *Worker) takeoverGrace(now, reconnectedAt time.Time) time.Duration {
 		return w.cfg.ReconnectGrace
 	}
 	return w.cfg.TakeoverGrace
+}
+
+// Presence pings. An empty ping asks whether the worker is there ("pong");
+// a ping naming a run and its request's stream sequence ("<run> <seq>")
+// asks whether the worker executes that request now ("held" or "free").
+const (
+	pingHeld = "held"
+	pingFree = "free"
+)
+
+func (w *Worker) onPing(m *nats.Msg) {
+	if len(m.Data) == 0 {
+		_ = m.Respond([]byte("pong"))
+		return
+	}
+	run, seqText, _ := strings.Cut(string(m.Data), " ")
+	seq, _ := strconv.ParseUint(seqText, 10, 64)
+	w.mu.Lock()
+	ar := w.active[run]
+	w.mu.Unlock()
+	if ar != nil && ar.seq == seq && ar.parking.Load() == nil {
+		_ = m.Respond([]byte(pingHeld))
+		return
+	}
+	_ = m.Respond([]byte(pingFree))
+}
+
+// holds asks worker whether it executes run under the request stored at
+// seq. Only a "held" answer says yes: a worker that is gone, or does not
+// answer in time (a frozen process, which fencing stops at its next write
+// if it ever wakes), does not hold it.
+func (w *Worker) holds(ctx context.Context, worker, run string, seq uint64) bool {
+	if worker == "" || worker == w.cfg.ID {
+		return false
+	}
+	pctx, cancel := context.WithTimeout(ctx, w.cfg.PingTimeout)
+	defer cancel()
+	rep, err := w.cfg.Conn.RequestWithContext(pctx, w.presenceSubject(worker), []byte(run+" "+strconv.FormatUint(seq, 10)))
+	return err == nil && string(rep.Data) == pingHeld
 }
 
 // alive pings a worker; only "no responders" counts as gone.

@@ -1,0 +1,67 @@
+package worker_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lovia-fleet/lovia/internal/fleettest"
+	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/loop"
+	"github.com/lovia-fleet/lovia/pkg/worker"
+)
+
+const dozeAgents = `
+agents:
+  - name: doze
+    model: scripted
+    tools: [sleep]
+    script:
+      - call: {name: sleep, args: {ms: 2500}, id: s1}
+      - text: rested
+`
+
+// TestRedeliveryWhileTheHolderLivesDoesNotDouble (broker faults, claims
+// that cannot double): the server loses its consumer state — here the
+// agent's consumer is deleted and made again, as a NATS restart without a
+// synced consumer store or a leader change can do — and delivers a
+// claimed request again, as a first delivery, to another worker while its
+// holder is alive and mid-tool. The second worker asks the holder, leaves
+// the delivery alone, and the run ends once: one run_started, no
+// run_resumed, the tool run once, one terminal event, status completed.
+func TestRedeliveryWhileTheHolderLivesDoesNotDouble(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: dozeAgents, Worker: func(c *worker.Config) {
+		c.Concurrency = 1 // busy with the run: the redelivery goes to w2
+	}})
+	ctx := context.Background()
+	rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "doze", Input: bus.TextInput("nap")})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		envs := runEvents(t, f, rep.RunID)
+		return len(fleettest.OfType(envs, loop.EventToolCallStarted)) == 1
+	}, 10*time.Second, 10*time.Millisecond, "the run never reached its tool on w1")
+	f.StartWorker(workerConfig(t, f, "w2"))
+
+	// The server forgets who holds the request.
+	require.NoError(t, f.JS.DeleteConsumer(ctx, "LOVIA_RUNS", "agent-doze"))
+	require.NoError(t, bus.ProvisionAgents(ctx, f.JS, bus.ProvisionConfig{}, []string{"doze"}, false))
+	require.Eventually(t, func() bool {
+		info, err := agentConsumerInfo(ctx, f, "doze")
+		return err == nil && info.Delivered.Consumer >= 1
+	}, 10*time.Second, 10*time.Millisecond, "the request was never delivered again")
+
+	envs := f.Events(rep.RunID, 15*time.Second)
+	checkOneSubmission(t, rep.RunID, envs)
+	require.Len(t, fleettest.OfType(envs, loop.EventRunStarted), 1, "%v", fleettest.Types(envs))
+	require.Empty(t, fleettest.OfType(envs, bus.EventRunResumed), "a second worker took over a run whose holder lives: %v", fleettest.Types(envs))
+	require.Len(t, fleettest.OfType(envs, loop.EventToolCallStarted), 1, "the tool ran twice: %v", fleettest.Types(envs))
+	require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type)
+	waitIdle(t, f, 10*time.Second)
+	st, err := f.Client.Status(ctx, rep.RunID)
+	require.NoError(t, err)
+	require.Equal(t, bus.StateCompleted, st.Status)
+	require.Equal(t, "w1", st.Worker)
+}
