@@ -14,7 +14,7 @@ run:
 test: npm-deps lint race
 	@FUZZ_SKIP='pkg/provider' ./scripts/fuzz.sh $(FUZZTIME)
 
-## npm-deps: the MCP servers the tests run against (pinned in test/mcp-servers)
+## npm-deps: the npm packages the tests run (MCP servers, the Node tool service; pinned lock files)
 npm-deps:
 	@./scripts/npm-deps.sh
 

@@ -1,0 +1,12 @@
+// Package toolservice_test runs the Node.js tool service of
+// examples/tool-service-node against a fleet: a worker on an embedded NATS
+// server whose agent calls the Node tool and answers from its result.
+package toolservice_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
