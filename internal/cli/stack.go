@@ -258,7 +258,13 @@ func runDev(ctx context.Context, env *Env, args []string) int {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
-	stops := []func(context.Context) error{deps.stop} // the MCP servers stop last
+	// Stopped in reverse: the gateway, then each worker (its ordered
+	// shutdown acks or releases its runs) before the connection it uses is
+	// closed, then the MCP servers.
+	stops := []func(context.Context) error{deps.stop}
+	closer := func(nc *nats.Conn) func(context.Context) error {
+		return func(context.Context) error { nc.Close(); return nil }
+	}
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -271,7 +277,7 @@ func runDev(ctx context.Context, env *Env, args []string) int {
 		if err != nil {
 			return fail(env.Stderr, err)
 		}
-		defer nc.Close()
+		stops = append(stops, closer(nc))
 		w, svc, err := startWorkerProcess(ctx, nc, *prefix, fmt.Sprintf("dev-%d", i), wf, deps, reg, log)
 		if err != nil {
 			return fail(env.Stderr, err)
@@ -282,7 +288,7 @@ func runDev(ctx context.Context, env *Env, args []string) int {
 	if err != nil {
 		return fail(env.Stderr, err)
 	}
-	defer gwNC.Close()
+	stops = append(stops, closer(gwNC))
 	httpURL, stopGW, err := startGateway(ctx, env, gwNC, *prefix, *httpAddr, access{origins: origins}, deps.catalog, reg, log)
 	if err != nil {
 		return fail(env.Stderr, err)
