@@ -44,6 +44,7 @@ func commands() map[string]command {
 		"cancel":  {"cancel a run", runCancel},
 		"inject":  {"send a steering message to a run's next turn", runInject},
 		"session": {"show a session: lovia session show ID", runSession},
+		"tools":   {"list the tools agents can use: built-in, MCP servers (--agents), NATS tool services", runTools},
 	}
 }
 
