@@ -273,8 +273,8 @@ func build(s Spec, visible []string, opts Options) (*Agent, error) {
 				ok = true
 			}
 		}
-		if _, _, isRemote := strings.Cut(n, mcp.Separator); isRemote && !ok {
-			ok = !resolved || len(match(n, remote)) > 0
+		if server, _, isRemote := strings.Cut(n, mcp.Separator); isRemote && !ok {
+			ok = !resolved || len(match(n, remote)) > 0 || deferredServer(sel, server)
 		}
 		if !ok {
 			return nil, fmt.Errorf("approval names %q, which is not among the agent's tools", n)

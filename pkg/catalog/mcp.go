@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path"
@@ -88,6 +89,9 @@ type selection struct {
 type remoteSel struct {
 	pattern string
 	source  ToolSource
+	// deferred: a tool service not running at start-up, resolved when a
+	// run starts.
+	deferred bool
 }
 
 // selectTools resolves an agent's tools: built-in names, and MCP tools by
@@ -109,18 +113,23 @@ func selectTools(s Spec, visible []string, opts Options) (*selection, error) {
 			return nil, unknownTool(n, visible, opts.Tools)
 		}
 		var (
-			src  ToolSource
-			kind = "MCP server"
+			src      ToolSource
+			kind     = "MCP server"
+			deferred bool
 		)
 		switch {
 		case contains(visible, server):
 			src = opts.MCP
 		case opts.Services != nil && opts.Services.Has(server):
 			src, kind = opts.Services, "tool service"
+		case opts.Services != nil:
+			// Not running yet: each run checks that it is (a clear
+			// error at its start otherwise).
+			src, deferred = opts.Services, true
 		case opts.MCPUnresolved:
 			// Listing only: a tool service is only known at run time.
 		default:
-			return nil, unknownRemote(n, server, visible, opts.Services != nil)
+			return nil, unknownRemote(n, server, visible, false)
 		}
 		if _, err := path.Match(n, ""); err != nil {
 			return nil, fmt.Errorf("tool pattern %q: %w", n, err)
@@ -129,8 +138,8 @@ func selectTools(s Spec, visible []string, opts Options) (*selection, error) {
 			continue
 		}
 		seen[n] = true
-		sel.remote = append(sel.remote, remoteSel{pattern: n, source: src})
-		if src == nil {
+		sel.remote = append(sel.remote, remoteSel{pattern: n, source: src, deferred: deferred})
+		if src == nil || deferred {
 			continue
 		}
 		ts, err := src.ServerTools(server)
@@ -208,6 +217,25 @@ type remoteTools struct {
 
 func (p *remoteTools) Name() string { return "remote-tools" }
 
+// Setup fails the run when a tool service its agent names (and that was
+// not running when the worker started) provides none of the tools.
+func (p *remoteTools) Setup(context.Context, *loop.RunContext) error {
+	for _, sel := range p.sel {
+		if !sel.deferred {
+			continue
+		}
+		server, _, _ := strings.Cut(sel.pattern, mcp.Separator)
+		ts, err := sel.source.ServerTools(server)
+		if err != nil {
+			return &loop.UserError{Message: fmt.Sprintf("tool %q: %v", sel.pattern, err), Hint: "start the tool service (or fix the tool name in the agents file), then submit the run again"}
+		}
+		if len(match(sel.pattern, ts)) == 0 {
+			return &loop.UserError{Message: fmt.Sprintf("tool %q: tool service %q has none (it has: %s)", sel.pattern, server, strings.Join(names(ts), ", ")), Hint: "fix the tool name in the agents file"}
+		}
+	}
+	return nil
+}
+
 // Tools returns the selected tools, approval-gated as the agent says.
 func (p *remoteTools) Tools() []*loop.Tool {
 	var out []*loop.Tool
@@ -237,6 +265,17 @@ func (p *remoteTools) Tools() []*loop.Tool {
 func gated(name string, approval []string) bool {
 	for _, a := range approval {
 		if ok, _ := path.Match(a, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// deferredServer reports whether the agent selects tools of server, a
+// tool service resolved when runs start.
+func deferredServer(sel *selection, server string) bool {
+	for _, r := range sel.remote {
+		if s, _, _ := strings.Cut(r.pattern, mcp.Separator); r.deferred && s == server {
 			return true
 		}
 	}

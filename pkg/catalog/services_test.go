@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lovia-fleet/lovia/pkg/broker"
@@ -19,7 +20,7 @@ type addIn struct {
 
 // A tool service on an embedded NATS server, and a registry that has
 // discovered it.
-func startService(t *testing.T) *toolsvc.Registry {
+func startService(t *testing.T) (*toolsvc.Registry, *nats.Conn) {
 	t.Helper()
 	srv, err := broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1})
 	require.NoError(t, err)
@@ -38,13 +39,23 @@ func startService(t *testing.T) *toolsvc.Registry {
 	require.NoError(t, r.Start(context.Background()))
 	t.Cleanup(func() { _ = r.Stop(context.Background()) })
 	require.Eventually(t, func() bool { _ = r.Refresh(context.Background()); return r.Has("mathsvc") }, 10*time.Second, 10*time.Millisecond, "waiting for the registry to discover mathsvc")
-	return r
+	return r, nc
+}
+
+func serveMath(t *testing.T, nc *nats.Conn, name string) {
+	t.Helper()
+	add := loop.NewTool("add", "Add two integers.", func(_ context.Context, _ *loop.RunContext, in addIn) (int, error) { return in.A + in.B, nil })
+	svc, err := toolsvc.New(toolsvc.Config{Conn: nc, Name: name, Tools: []*loop.Tool{add}})
+	require.NoError(t, err)
+	require.NoError(t, svc.Start(context.Background()))
+	t.Cleanup(func() { _ = svc.Stop(context.Background()) })
 }
 
 func TestToolServiceTools(t *testing.T) {
 	t.Parallel()
 	o := opts(t)
-	o.Services = startService(t)
+	reg, nc := startService(t)
+	o.Services = reg
 
 	c, err := Parse([]byte(`
 agents:
@@ -69,13 +80,20 @@ agents:
 	}
 	require.Equal(t, []string{"42"}, outputs)
 
-	for name, tc := range map[string]struct{ tools, want string }{
-		"unknown tool of a service": {"[mathsvc__mul]", `unknown tool "mathsvc__mul" (tool service "mathsvc" has: mathsvc__add, mathsvc__sub)`},
-		"no such service":           {"[nosvc__x]", `"nosvc" is neither an MCP server of the agents file (add it under mcp_servers) nor a running tool service`},
-	} {
-		t.Run(name, func(t *testing.T) {
-			_, err := Parse([]byte("agents:\n  - {name: a, model: scripted, tools: "+tc.tools+", script: [{text: x}]}\n"), o)
-			require.ErrorContains(t, err, tc.want)
-		})
-	}
+	_, err = Parse([]byte("agents:\n  - {name: a, model: scripted, tools: [mathsvc__mul], script: [{text: x}]}\n"), o)
+	require.ErrorContains(t, err, `unknown tool "mathsvc__mul" (tool service "mathsvc" has: mathsvc__add, mathsvc__sub)`)
+
+	// A service that is not running when the catalog is built: the agent
+	// is accepted, and each run checks it; its first run fails clearly.
+	c, err = Parse([]byte("agents:\n  - {name: late, model: scripted, tools: [latesvc__add], approval: [latesvc__add], script: [{text: x}]}\n"), o)
+	require.NoError(t, err)
+	late, _ := c.Get("late")
+	_, err = loop.NewRunner(loop.RunnerConfig{}).Run(context.Background(), late.Agent, []loop.Entry{loop.UserText("x")})
+	require.ErrorContains(t, err, `tool "latesvc__add": no tool service "latesvc" is running (running: mathsvc)`)
+	require.ErrorContains(t, err, "start the tool service")
+
+	// Once it runs (and the registry has seen it), the next run calls it.
+	serveMath(t, nc, "latesvc")
+	require.Eventually(t, func() bool { _ = reg.Refresh(context.Background()); return reg.Has("latesvc") }, 10*time.Second, 10*time.Millisecond, "waiting for the registry to discover latesvc")
+	require.Equal(t, map[string]bool{"latesvc__add": true}, toolNames(late))
 }
