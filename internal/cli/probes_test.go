@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -70,7 +71,7 @@ func startProbedWorker(t *testing.T, url string, extra ...string) *probedWorker 
 			w.base = m[1]
 		}
 		return m != nil
-	}, 20*time.Second, 10*time.Millisecond, "the worker never logged its metrics address:\n%s", w.stderr.String())
+	}, 20*time.Second, 10*time.Millisecond, "the worker never logged its metrics address:\n%s", w.stderr)
 	return w
 }
 
@@ -90,13 +91,13 @@ func (w *probedWorker) probe(t *testing.T, path string) (int, probeStatus) {
 func (w *probedWorker) waitProbe(t *testing.T, path string, code int, status, reason string) probeStatus {
 	t.Helper()
 	var last probeStatus
-	var lastCode int
-	ok := func() bool {
-		lastCode, last = w.probe(t, path)
-		return lastCode == code && last.Status == status && strings.Contains(last.Error, reason)
-	}
-	require.Eventually(t, ok, 20*time.Second, 20*time.Millisecond,
-		"waited for %s to answer %d %q (%q); last answer %d %+v\nworker stderr:\n%s", path, code, status, reason, lastCode, last, w.stderr.String())
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var got int
+		got, last = w.probe(t, path)
+		assert.Equal(c, code, got, "GET %s: %+v", path, last)
+		assert.Equal(c, status, last.Status, "GET %s: %+v", path, last)
+		assert.Contains(c, last.Error, reason, "GET %s", path)
+	}, 20*time.Second, 20*time.Millisecond, "waited for %s to answer %d %q (%q); worker stderr:\n%s", path, code, status, reason, w.stderr)
 	return last
 }
 
