@@ -43,7 +43,7 @@ func (p *proc) output() string {
 	return p.out.String()
 }
 
-func startWorker(t *testing.T, url, agents, workspace, id string, extra ...string) *proc {
+func startWorker(t testing.TB, url, agents, workspace, id string, extra ...string) *proc {
 	t.Helper()
 	p := &proc{}
 	args := append([]string{"worker", "--nats", url, "--agents", agents, "--workspace", workspace,
@@ -72,7 +72,7 @@ func startWorker(t *testing.T, url, agents, workspace, id string, extra ...strin
 
 // startNATS starts a NATS server (JetStream on, temp store, a free port)
 // with the fleet's streams provisioned (ack wait 30s), and connects to it.
-func startNATS(t *testing.T) (*broker.Embedded, *nats.Conn, jetstream.JetStream) {
+func startNATS(t testing.TB) (*broker.Embedded, *nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	srv, err := broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: t.TempDir()})
 	require.NoError(t, err)

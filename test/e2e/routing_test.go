@@ -18,7 +18,7 @@ import (
 	"github.com/lovia-fleet/lovia/pkg/client"
 )
 
-func writeAgents(t *testing.T, yaml string) string {
+func writeAgents(t testing.TB, yaml string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "agents.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(yaml), 0o644))
