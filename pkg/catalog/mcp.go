@@ -218,14 +218,21 @@ type remoteTools struct {
 func (p *remoteTools) Name() string { return "remote-tools" }
 
 // Setup fails the run when a tool service its agent names (and that was
-// not running when the worker started) provides none of the tools.
-func (p *remoteTools) Setup(context.Context, *loop.RunContext) error {
+// not running when the worker started) provides none of the tools, after
+// discovering the services again when the source can.
+func (p *remoteTools) Setup(ctx context.Context, _ *loop.RunContext) error {
 	for _, sel := range p.sel {
 		if !sel.deferred {
 			continue
 		}
 		server, _, _ := strings.Cut(sel.pattern, mcp.Separator)
 		ts, err := sel.source.ServerTools(server)
+		if r, ok := sel.source.(interface{ Refresh(context.Context) error }); ok && (err != nil || len(match(sel.pattern, ts)) == 0) {
+			// It may have started since the last discovery.
+			if r.Refresh(ctx) == nil {
+				ts, err = sel.source.ServerTools(server)
+			}
+		}
 		if err != nil {
 			return &loop.UserError{Message: fmt.Sprintf("tool %q: %v", sel.pattern, err), Hint: "start the tool service (or fix the tool name in the agents file), then submit the run again"}
 		}

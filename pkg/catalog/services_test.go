@@ -92,8 +92,13 @@ agents:
 	require.ErrorContains(t, err, `tool "latesvc__add": no tool service "latesvc" is running (running: mathsvc)`)
 	require.ErrorContains(t, err, "start the tool service")
 
-	// Once it runs (and the registry has seen it), the next run calls it.
+	// Once it runs, the next run discovers it (the registry refreshes
+	// hourly here) and gets its tools.
 	serveMath(t, nc, "latesvc")
-	require.Eventually(t, func() bool { _ = reg.Refresh(context.Background()); return reg.Has("latesvc") }, 10*time.Second, 10*time.Millisecond, "waiting for the registry to discover latesvc")
+	require.Eventually(t, func() bool {
+		found, err := toolsvc.Discover(context.Background(), nc, "lovia", 0)
+		return err == nil && len(found) == 2
+	}, 10*time.Second, 10*time.Millisecond, "waiting for latesvc to answer discovery")
+	require.NoError(t, late.Plugins[0].(loop.PluginSetup).Setup(context.Background(), nil))
 	require.Equal(t, map[string]bool{"latesvc__add": true}, toolNames(late))
 }
