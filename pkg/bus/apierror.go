@@ -64,16 +64,46 @@ func (r *ErrorReply) Validate() error {
 
 // ErrorFor converts err to the error body of a reply: a *FieldError or
 // anything matching ErrInvalidRequest becomes InvalidRequest, an
-// *APIError is kept, anything else is an internal error.
+// *APIError is kept, anything else is an internal error. Every body it
+// returns has a hint (the next thing to try): an *APIError without one
+// gets its type's (see DefaultHint).
 func ErrorFor(err error) *APIError {
 	var ae *APIError
 	if errors.As(err, &ae) {
-		return ae
+		if ae.Hint != "" {
+			return ae
+		}
+		withHint := *ae
+		withHint.Hint = DefaultHint(ae.Type, err)
+		return &withHint
 	}
 	if errors.Is(err, ErrInvalidRequest) || errors.Is(err, ErrMalformed) || errors.Is(err, ErrUnknownEncoding) {
-		return &APIError{Type: TypeInvalidRequest, Message: err.Error()}
+		return &APIError{Type: TypeInvalidRequest, Message: err.Error(), Hint: DefaultHint(TypeInvalidRequest, err)}
 	}
-	return &APIError{Type: TypeInternal, Message: err.Error()}
+	return &APIError{Type: TypeInternal, Message: err.Error(), Hint: DefaultHint(TypeInternal, err)}
+}
+
+// DefaultHint is the hint of an error reply of type typ that has none of
+// its own; err refines it (an undecodable body, a broker outage).
+func DefaultHint(typ string, err error) string {
+	switch typ {
+	case TypeInvalidRequest:
+		switch {
+		case errors.Is(err, ErrUnknownEncoding):
+			return "send JSON or msgpack with a matching Content-Type (application/json or application/msgpack)"
+		case errors.Is(err, ErrMalformed):
+			return "send a JSON or msgpack object with the fields of the request (docs/protocol.md)"
+		}
+		return "fix the field the message names (docs/protocol.md lists every field and its type), then send the request again"
+	case TypeUnknownAgent:
+		return "use one of the agents the fleet serves (GET /v1/agents on a gateway lists them), or start a worker that serves this one"
+	case TypeNotFound:
+		return "check the id: use the run or session id that submit returned"
+	}
+	if IsTransient(err) {
+		return "the broker is unavailable for now (a leader election, a restart, a cluster still forming): try again in a few seconds"
+	}
+	return "try again; if it keeps failing, look for this error in the logs of the workers and the NATS servers"
 }
 
 // ErrorHeaders returns the micro error headers for e.

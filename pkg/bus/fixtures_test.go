@@ -79,7 +79,9 @@ func sampleRequests() []*bus.RunRequest {
 			ExtraInstructions: "answer in French", IfRunExists: bus.IfExistsResumeOnly, Encoding: bus.Msgpack,
 			Metadata: map[string]any{"tenant": "acme", "priority": 2.0, "tags": []any{"a", "b"}, "nested": map[string]any{"ok": true}},
 		},
-		{RunID: "r-2", Agent: "demo", Input: bus.MessagesInput(), IfRunExists: bus.IfExistsRestart, Encoding: bus.JSON},
+		// A resubmission that resumes r-2: the only request that may have an
+		// empty input.
+		{RunID: "r-2", Agent: "demo", Input: bus.MessagesInput(), IfRunExists: bus.IfExistsResume, Encoding: bus.JSON},
 		{RunID: "r-3", IfRunExists: bus.IfExistsFail},
 	}
 }

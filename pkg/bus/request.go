@@ -183,9 +183,13 @@ func (in *Input) DecodeMsgpack(dec *msgpack.Decoder) error {
 
 // Validate checks the request against the wire contract: identifiers are
 // subject tokens, enumerations hold known values, numbers are not
-// negative, list inputs have known roles. It does not require Input
-// (a resume needs none) or Agent (the subject may name it). The error is a
-// *FieldError naming the field.
+// negative, list inputs have known roles and are not empty, the output
+// schema is a JSON Schema object, and a new run has an input: Input may be
+// omitted only with a RunID (the resubmission of an existing run resumes
+// it) and without if_run_exists restart. It does not require Agent (the
+// subject may name it). The error is a *FieldError naming the field. The
+// API's submit and the workers validate with it, so every API instance
+// refuses the same requests.
 func (r *RunRequest) Validate() error {
 	for _, f := range []struct{ name, value string }{
 		{"run_id", r.RunID}, {"agent", r.Agent}, {"session_id", r.SessionID},
@@ -230,8 +234,14 @@ func (r *RunRequest) Validate() error {
 	if r.Encoding != "" && !r.Encoding.Valid() {
 		return &FieldError{Field: "encoding", Reason: fmt.Sprintf("%s is not json or msgpack", quote(string(r.Encoding)))}
 	}
-	if len(r.OutputSchema) > 0 && !json.Valid(r.OutputSchema) {
-		return &FieldError{Field: "output_schema", Reason: "is not valid JSON"}
+	if len(r.OutputSchema) > 0 {
+		if err := checkSchema(r.OutputSchema); err != nil {
+			return err
+		}
+	}
+	noInput := r.Input.IsZero() || r.Input.IsList() && len(r.Input.Messages) == 0
+	if noInput && (r.RunID == "" || r.IfRunExists == IfExistsRestart) {
+		return &FieldError{Field: "input", Reason: "is required: a string, or a list of {role, content} (only the resubmission of an existing run_id may omit it)"}
 	}
 	return nil
 }
@@ -250,15 +260,25 @@ func (r *RunRequest) EventEncoding(arrived Encoding) Encoding {
 
 // DecodeRunRequest decodes and validates a run request, returning the
 // encoding it arrived in. Errors match ErrUnknownEncoding, ErrMalformed
-// or ErrInvalidRequest (a *FieldError naming the field).
+// or ErrInvalidRequest (a *FieldError naming the field: an unknown
+// top-level field is refused with the list of known ones, an input given
+// as "" as empty, then [RunRequest.Validate]).
+//
+// On an error the request is not nil when its run id could be read: the
+// decoded request when only validation failed, else what [PeekRunRequest]
+// reads (a wrong type, a malformed field). A worker reports the failure
+// on that run's own subject.
 func DecodeRunRequest(h nats.Header, body []byte) (*RunRequest, Encoding, error) {
 	var r RunRequest
 	enc, err := Decode(h, body, &r)
 	if err != nil {
-		return nil, enc, &DecodeError{What: "run request", Encoding: enc, Err: err}
+		return PeekRunRequest(h, body), enc, &DecodeError{What: "run request", Encoding: enc, Err: err}
+	}
+	if err := checkFields(enc, body); err != nil {
+		return &r, enc, err
 	}
 	if err := r.Validate(); err != nil {
-		return nil, enc, err
+		return &r, enc, err
 	}
 	return &r, enc, nil
 }
