@@ -208,10 +208,15 @@ func runPod(t *testing.T, b *build, d *appsv1.Deployment, natsURL string) *pod {
 	}
 	var args []string
 	for _, a := range c.Args {
-		for mount, dir := range dirs {
-			if a == mount || strings.HasPrefix(a, mount+"/") {
-				a = dir + strings.TrimPrefix(a, mount)
+		// The longest mount path the argument is under, once.
+		best := ""
+		for mount := range dirs {
+			if (a == mount || strings.HasPrefix(a, mount+"/")) && len(mount) > len(best) {
+				best = mount
 			}
+		}
+		if best != "" {
+			a = dirs[best] + strings.TrimPrefix(a, best)
 		}
 		if listen[a] {
 			a = "127.0.0.1:0"

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	sigsyaml "sigs.k8s.io/yaml"
@@ -58,6 +59,7 @@ func TestOverlays(t *testing.T) {
 			require.Contains(t, b.deployments, workerName)
 			require.Contains(t, b.deployments, gatewayName)
 
+			t.Run("selectors", func(t *testing.T) { checkSelectors(t, b) })
 			t.Run("flags", func(t *testing.T) { checkFlags(t, b) })
 			t.Run("references", func(t *testing.T) { checkReferences(t, b) })
 			t.Run("secrets are placeholders", func(t *testing.T) { checkPlaceholders(t, b) })
@@ -67,6 +69,24 @@ func TestOverlays(t *testing.T) {
 			t.Run("gateway service", func(t *testing.T) { checkService(t, b) })
 			t.Run("autoscaling", func(t *testing.T) { checkAutoscaling(t, b, o == "production") })
 		})
+	}
+}
+
+// checkSelectors: each Deployment's selector matches its own pods (the
+// API server refuses it otherwise), and each topology spread constraint
+// counts the Deployment's own pods.
+func checkSelectors(t *testing.T, b *build) {
+	for name, d := range b.deployments {
+		require.NotNil(t, d.Spec.Selector, "deployment %s: selector", name)
+		sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+		require.NoError(t, err, "deployment %s: selector", name)
+		require.True(t, sel.Matches(labels.Set(d.Spec.Template.Labels)), "deployment %s: the selector does not match the pod template's labels %v", name, d.Spec.Template.Labels)
+		for i, c := range d.Spec.Template.Spec.TopologySpreadConstraints {
+			require.NotNil(t, c.LabelSelector, "deployment %s: topology spread %d", name, i)
+			sel, err := metav1.LabelSelectorAsSelector(c.LabelSelector)
+			require.NoError(t, err)
+			require.True(t, sel.Matches(labels.Set(d.Spec.Template.Labels)), "deployment %s: topology spread %d selects none of its pods (labels %v)", name, i, d.Spec.Template.Labels)
+		}
 	}
 }
 
