@@ -87,7 +87,7 @@ func runGateway(ctx context.Context, env *Env, args []string) int {
 	defer nc.Close()
 	var cat *catalog.Catalog
 	if *agents != "" {
-		deps, err := buildDeps(ctx, env, &workerFlags{agents: *agents, workspace: "workspace", listOnly: true}, log)
+		deps, err := buildDeps(ctx, env, &workerFlags{agents: *agents, workspace: "workspace", listOnly: true}, fleetConn{}, log)
 		if err != nil {
 			return fail(env.Stderr, err)
 		}

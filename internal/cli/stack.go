@@ -23,7 +23,6 @@ import (
 	"github.com/lovia-fleet/lovia/pkg/service"
 	"github.com/lovia-fleet/lovia/pkg/store"
 	"github.com/lovia-fleet/lovia/pkg/tools"
-	"github.com/lovia-fleet/lovia/pkg/tools/mcp"
 	"github.com/lovia-fleet/lovia/pkg/worker"
 )
 
@@ -71,10 +70,10 @@ func logger(env *Env, level string) (*slog.Logger, error) {
 type fleetDeps struct {
 	registry *loop.Registry
 	catalog  *catalog.Catalog
-	mcp      *mcp.Manager // the agents file's MCP servers; nil without
+	remote   *remoteTools // MCP servers and tool services; nil without
 }
 
-func buildDeps(ctx context.Context, env *Env, wf *workerFlags, log *slog.Logger) (*fleetDeps, error) {
+func buildDeps(ctx context.Context, env *Env, wf *workerFlags, fc fleetConn, log *slog.Logger) (*fleetDeps, error) {
 	reg := provider.NewRegistry(provider.Config{Getenv: env.Getenv})
 	ts, err := tools.Builtin(tools.Config{Workspace: wf.workspace})
 	if err != nil {
@@ -82,11 +81,11 @@ func buildDeps(ctx context.Context, env *Env, wf *workerFlags, log *slog.Logger)
 	}
 	copts := catalog.Options{Tools: ts, Registry: reg}
 	if wf.agents != "" {
-		cat, mgr, err := loadAgents(ctx, env, wf.agents, copts, wf.listOnly, log)
+		cat, remote, err := loadAgents(ctx, env, wf.agents, copts, wf.listOnly, fc, log)
 		if err != nil {
 			return nil, err
 		}
-		return &fleetDeps{registry: reg, catalog: cat, mcp: mgr}, nil
+		return &fleetDeps{registry: reg, catalog: cat, remote: remote}, nil
 	}
 	cat, err := catalog.Default(copts)
 	if err != nil {
@@ -135,7 +134,7 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 		return fail(env.Stderr, err)
 	}
 	defer nc.Close()
-	deps, err := buildDeps(ctx, env, wf, log)
+	deps, err := buildDeps(ctx, env, wf, fleetConn{prefix: nf.prefix, connect: nf.connect}, log)
 	if err != nil {
 		return fail(env.Stderr, err)
 	}
@@ -252,7 +251,7 @@ func runDev(ctx context.Context, env *Env, args []string) int {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	deps, err := buildDeps(ctx, env, wf, log)
+	deps, err := buildDeps(ctx, env, wf, fleetConn{prefix: *prefix, connect: devConnect(srv.ClientURL())}, log)
 	if err != nil {
 		return fail(env.Stderr, err)
 	}
