@@ -100,6 +100,11 @@ func (a *API) Submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 	if req.Agent == "" {
 		return nil, invalid("agent", "is required")
 	}
+	// The workers' validation too (bus.DecodeRunRequest runs it): every
+	// API instance and every worker refuse the same requests.
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
 	if err := a.checkAgent(ctx, req.Agent); err != nil {
 		return nil, err
 	}
