@@ -288,6 +288,42 @@ func (p *pod) waitReady(t *testing.T, probe *corev1.Probe) {
 	}, 30*time.Second, 20*time.Millisecond, "waited for %s's readiness probe %s to answer 200:\n%s", p.name, probe.HTTPGet.Path, p.stderr)
 }
 
+// call makes an HTTP request to the pod with a bearer token and decodes
+// the JSON answer.
+func (p *pod) call(t *testing.T, token, method, path, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, p.base+path, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var out map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out), "%s %s", method, path)
+	return resp.StatusCode, out
+}
+
+// checkLive makes the liveness probe's check once: an HTTP GET answering
+// 200, or a TCP connection to the port.
+func (p *pod) checkLive(t *testing.T, probe *corev1.Probe) {
+	t.Helper()
+	require.NotNil(t, probe)
+	switch {
+	case probe.HTTPGet != nil:
+		resp, err := http.Get(p.base + probe.HTTPGet.Path)
+		require.NoError(t, err, "%s liveness", p.name)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s liveness %s", p.name, probe.HTTPGet.Path)
+	case probe.TCPSocket != nil:
+		conn, err := net.Dial("tcp", strings.TrimPrefix(p.base, "http://"))
+		require.NoError(t, err, "%s liveness: connect", p.name)
+		conn.Close()
+	default:
+		t.Fatalf("%s: a liveness probe this test does not make", p.name)
+	}
+}
+
 // stop sends the process its SIGTERM (ends its context) and waits for an
 // orderly exit.
 func (p *pod) stop(t *testing.T) {
@@ -352,13 +388,14 @@ func kedaLag(t *testing.T, servers []*server.Server, meta map[string]string) (in
 	return 0, fmt.Errorf("no node reports itself leader of consumer %s on %s in account %s", meta["consumer"], meta["stream"], meta["account"])
 }
 
-// TestProductionOnCluster starts nats.conf as a three-node cluster,
+// TestOverlaysOnCluster starts nats.conf as a three-node cluster,
 // provisions the fleet R3 as the production worker's --replicas asks, and
 // runs the production overlay's gateway and worker containers against it:
 // runs submitted through the gateway with the Secret's token wait in the
 // work queue, where the signal KEDA scales on counts them, until the worker
-// is ready and finishes them.
-func TestProductionOnCluster(t *testing.T) {
+// is ready and finishes them. The dev overlay then runs beside it on the
+// same cluster under its own prefix.
+func TestOverlaysOnCluster(t *testing.T) {
 	b := kustomize(t, filepath.Join(kubeDir, "overlays", "production"))
 	servers := startCluster(t)
 	for _, s := range servers {
@@ -406,18 +443,7 @@ func TestProductionOnCluster(t *testing.T) {
 	gw := runPod(t, b, gd, natsURL)
 	gw.waitReady(t, container(t, gd).ReadinessProbe)
 	token := b.secrets["lovia-gateway-tokens"].StringData["LOVIA_TOKENS"]
-	call := func(method, path, body string) (int, map[string]any) {
-		req, err := http.NewRequest(method, gw.base+path, strings.NewReader(body))
-		require.NoError(t, err)
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		var out map[string]any
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&out), "%s %s", method, path)
-		return resp.StatusCode, out
-	}
+	call := func(method, path, body string) (int, map[string]any) { return gw.call(t, token, method, path, body) }
 	const pending = 3
 	var ids []string
 	for i := range pending {
@@ -439,6 +465,8 @@ func TestProductionOnCluster(t *testing.T) {
 
 	worker := runPod(t, b, wd, natsURL)
 	worker.waitReady(t, container(t, wd).ReadinessProbe)
+	worker.checkLive(t, container(t, wd).LivenessProbe)
+	gw.checkLive(t, container(t, gd).LivenessProbe)
 	for _, id := range ids {
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			_, out := call(http.MethodGet, "/v1/runs/"+id, "")
@@ -464,4 +492,37 @@ func TestProductionOnCluster(t *testing.T) {
 
 	worker.stop(t)
 	gw.stop(t)
+
+	// The dev overlay shares the cluster under its own prefix: its R1
+	// streams and its runs leave production's alone.
+	t.Run("dev beside production", func(t *testing.T) {
+		dev := kustomize(t, filepath.Join(kubeDir, "overlays", "dev"))
+		dgd, dwd := dev.deployments[gatewayName], dev.deployments[workerName]
+		dgw := runPod(t, dev, dgd, natsURL)
+		dgw.waitReady(t, container(t, dgd).ReadinessProbe)
+		dw := runPod(t, dev, dwd, natsURL)
+		dw.waitReady(t, container(t, dwd).ReadinessProbe)
+		dtoken := dev.secrets["lovia-gateway-tokens"].StringData["LOVIA_TOKENS"]
+		code, out := dgw.call(t, dtoken, http.MethodPost, "/v1/runs", `{"agent":"demo","input":"What is 6*7?"}`)
+		require.Equal(t, http.StatusAccepted, code, "%v", out)
+		id, _ := out["run_id"].(string)
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			_, out := dgw.call(t, dtoken, http.MethodGet, "/v1/runs/"+id, "")
+			assert.Equal(c, string(bus.StateCompleted), out["status"], "%v", out)
+		}, 30*time.Second, 50*time.Millisecond, "waited for dev run %s to complete:\n%s", id, dw.stderr)
+
+		devNames, err := bus.NewNames(flagValue(container(t, dwd).Args, "prefix"))
+		require.NoError(t, err)
+		devRuns, err := js.Stream(ctx, devNames.RunsStream())
+		require.NoError(t, err, "the dev overlay's own runs stream")
+		require.Equal(t, 1, devRuns.CachedInfo().Config.Replicas, "dev streams: R%s", flagValue(container(t, dwd).Args, "replicas"))
+		prodRuns, err := js.Stream(ctx, names.RunsStream())
+		require.NoError(t, err)
+		require.Equal(t, replicas, prodRuns.CachedInfo().Config.Replicas, "the dev worker changed production's replicas")
+		lag, err := kedaLag(t, servers, meta)
+		require.NoError(t, err)
+		require.Zero(t, lag, "a dev run reached production's queue")
+		dw.stop(t)
+		dgw.stop(t)
+	})
 }
