@@ -33,6 +33,7 @@ type faultProxy struct {
 	target  string
 	trigger []byte
 	pause   bool
+	body    bool // match the trigger in message bodies too, not only headers
 	fired   chan struct{} // closed when the trigger was forwarded
 	fire    sync.Once
 
@@ -48,6 +49,21 @@ func startFaultProxy(t *testing.T, target, trigger string, pause bool) *faultPro
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	p := &faultProxy{ln: ln, target: strings.TrimPrefix(target, "nats://"), trigger: []byte(trigger), pause: pause,
+		fired: make(chan struct{}), gate: make(chan struct{})}
+	close(p.gate)
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(func() { p.kill(); p.wg.Wait() })
+	return p
+}
+
+// startBodyFaultProxy is startFaultProxy cutting the connection after a
+// message whose body (or headers) holds trigger.
+func startBodyFaultProxy(t *testing.T, target, trigger string) *faultProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &faultProxy{ln: ln, target: strings.TrimPrefix(target, "nats://"), trigger: []byte(trigger), body: true,
 		fired: make(chan struct{}), gate: make(chan struct{})}
 	close(p.gate)
 	p.wg.Add(1)
@@ -165,7 +181,7 @@ func (p *faultProxy) clientToServer(c, up net.Conn) {
 		if _, err := up.Write(append(line, payload...)); err != nil {
 			return
 		}
-		if hdrLen > 0 && bytes.Contains(payload[:hdrLen], p.trigger) {
+		if (hdrLen > 0 && bytes.Contains(payload[:hdrLen], p.trigger)) || (p.body && bytes.Contains(payload, p.trigger)) {
 			p.fire.Do(func() {
 				// Let the server read what was forwarded before acting.
 				time.Sleep(20 * time.Millisecond)
@@ -315,4 +331,58 @@ func TestStalledOwnerIsFenced(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, bus.StateCompleted, st.Status)
 	require.Equal(t, "wB", st.Worker)
+}
+
+// TestCrashAfterOutcomeBeforeTerminalEvent (no run left behind): worker A
+// records a run's outcome in the index (status completed) and dies before
+// its run_completed is published (its connection is cut right after that
+// write reaches the server). The record says completed, the events end
+// without a terminal event and the request is still claimed by A. Worker
+// B takes the run over and publishes the replayed outcome: exactly one
+// terminal event, after a run_resumed, and the status and the events
+// agree.
+func TestCrashAfterOutcomeBeforeTerminalEvent(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents, Worker: func(c *worker.Config) {
+		c.AckWait, c.Heartbeat, c.SkipProvision = time.Second, 300*time.Millisecond, false
+	}})
+	ctx := context.Background()
+	require.NoError(t, f.Workers[0].Stop(ctx))
+	// The run record's msgpack status field, set to completed (the
+	// record's next field is worker: the checkpoint head has a status too).
+	proxy := startBodyFaultProxy(t, f.Server.ClientURL(), "\xa6status\xa9completed\xa6worker")
+	connA, err := nats.Connect(proxy.url(), nats.NoReconnect())
+	require.NoError(t, err)
+	t.Cleanup(connA.Close)
+	a := f.StartWorker(worker.Config{Conn: connA, Catalog: f.Catalog, ID: "wA", SkipProvision: true,
+		AckWait: time.Second, Heartbeat: 300 * time.Millisecond, ShutdownGrace: 10 * time.Millisecond})
+
+	rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "calc", Input: bus.TextInput("x")})
+	require.NoError(t, err)
+	select {
+	case <-proxy.fired:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the proxy never saw the completed run record")
+	}
+	require.NoError(t, a.Stop(ctx))
+	before := runEvents(t, f, rep.RunID)
+	require.NotEmpty(t, before)
+	require.False(t, before[len(before)-1].IsTerminal(), "A published its terminal event before dying: the test did not crash it in time")
+	st, err := f.Client.Status(ctx, rep.RunID)
+	require.NoError(t, err)
+	require.Equal(t, bus.StateCompleted, st.Status, "A recorded the outcome before dying")
+
+	f.StartWorker(withConfig(workerConfig(t, f, "wB"), func(c *worker.Config) { c.AckWait = time.Second; c.Heartbeat = 300 * time.Millisecond }))
+	envs := f.Events(rep.RunID, 15*time.Second)
+	waitIdle(t, f, 10*time.Second)
+	envs = runEvents(t, f, rep.RunID)
+	t.Logf("events: %v", fleettest.Types(envs))
+	checkOneSubmission(t, rep.RunID, envs)
+	require.Len(t, fleettest.OfType(envs, bus.EventRunResumed), 1)
+	require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type)
+	require.Equal(t, "The answer is 84.", fleettest.Event[*loop.RunCompleted](t, envs[len(envs)-1]).Output)
+	st, err = f.Client.Status(ctx, rep.RunID)
+	require.NoError(t, err)
+	require.Equal(t, bus.StateCompleted, st.Status)
+	require.Equal(t, "The answer is 84.", st.Result.Output)
 }
