@@ -33,7 +33,7 @@ type faultProxy struct {
 	target  string
 	trigger []byte
 	pause   bool
-	body    bool // match the trigger in message bodies too, not only headers
+	body    bool          // match the trigger in message bodies too, not only headers
 	fired   chan struct{} // closed when the trigger was forwarded
 	fire    sync.Once
 
