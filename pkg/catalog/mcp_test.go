@@ -107,6 +107,16 @@ func TestMCPTools(t *testing.T) {
 		require.False(t, got["everything__echo"])
 		require.False(t, got["echo"])
 	})
+	t.Run("ToolSchemas lists the resolved tools with the servers' schemas", func(t *testing.T) {
+		schemas := c.ToolSchemas("one")
+		require.Len(t, schemas, 1)
+		require.Equal(t, "everything__echo", schemas[0].Name)
+		require.Contains(t, string(schemas[0].Parameters), `"message"`)
+		all := c.ToolSchemas("all")
+		require.Equal(t, "echo", all[0].Name)
+		require.Len(t, all, len(toolNames(func() *Agent { a, _ := c.Get("all"); return a }())))
+		require.Nil(t, c.ToolSchemas("nobody"))
+	})
 	t.Run("an exact name selects one tool", func(t *testing.T) {
 		a, _ := c.Get("one")
 		require.Equal(t, map[string]bool{"everything__echo": false}, toolNames(a))
