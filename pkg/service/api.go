@@ -93,7 +93,7 @@ func notFound(what string) *bus.APIError {
 
 func invalid(field, reason string) error { return &bus.FieldError{Field: field, Reason: reason} }
 
-// Submit validates and enqueues a run (PROTOCOL.md, <p>.api.submit).
+// Submit validates and enqueues a run (docs/protocol.md#subjects, <p>.api.submit).
 func (a *API) Submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding) (*bus.SubmitReply, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
 	defer cancel()
@@ -188,7 +188,7 @@ func transition(t func(store.RunRecord) (store.RunRecord, error)) func(*store.Ru
 	}
 }
 
-// wireState is a run status as PROTOCOL.md names it: a parked run (waiting
+// wireState is a run status as docs/protocol.md#run-status names it: a parked run (waiting
 // for an approval decision on no worker) is running.
 func wireState(s store.RunStatus) bus.RunState {
 	if s == store.RunParked {

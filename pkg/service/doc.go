@@ -1,5 +1,5 @@
 // Package service is the `lovia` NATS micro service (`<prefix>.api.*` of
-// PROTOCOL.md): submit, status, approve, cancel, inject, uninject, session
+// docs/protocol.md#subjects): submit, status, approve, cancel, inject, uninject, session
 // get and rewind, and agents. Every worker and gateway serves it in one
 // queue group, so a request is answered while any of them is up.
 //

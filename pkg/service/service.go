@@ -36,7 +36,7 @@ func (s *Service) Start(ctx context.Context) error {
 	svc, err := micro.AddService(s.api.cfg.Conn, micro.Config{
 		Name:        n.ServiceName(),
 		Version:     Version,
-		Description: "Lovia Fleet control API (PROTOCOL.md)",
+		Description: "Lovia Fleet control API (docs/protocol.md)",
 	})
 	if err != nil {
 		return err

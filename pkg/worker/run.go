@@ -88,7 +88,7 @@ func (w *Worker) handle(msg jetstream.Msg) {
 			enc = bus.JSON
 		}
 		info := bus.ErrorFor(derr)
-		w.poison(ctx, d, id, subjAgent, enc, bus.TypeInvalidRequest, info.Message, "fix the request body: JSON or msgpack with the fields of PROTOCOL.md")
+		w.poison(ctx, d, id, subjAgent, enc, bus.TypeInvalidRequest, info.Message, "fix the request body: JSON or msgpack with the fields of docs/protocol.md#run-request")
 		return
 	}
 	runID, err := bus.RawSubmitRunID(req, msg.Headers(), meta.Sequence.Stream)
