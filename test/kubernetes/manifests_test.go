@@ -3,6 +3,7 @@ package kubernetes_test
 import (
 	"net"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -61,6 +62,7 @@ func TestOverlays(t *testing.T) {
 
 			t.Run("selectors", func(t *testing.T) { checkSelectors(t, b) })
 			t.Run("flags", func(t *testing.T) { checkFlags(t, b) })
+			t.Run("memory limits", func(t *testing.T) { checkMemory(t, b) })
 			t.Run("references", func(t *testing.T) { checkReferences(t, b) })
 			t.Run("secrets are placeholders", func(t *testing.T) { checkPlaceholders(t, b) })
 			t.Run("probes", func(t *testing.T) { checkProbes(t, b) })
@@ -86,6 +88,30 @@ func checkSelectors(t *testing.T, b *build) {
 			sel, err := metav1.LabelSelectorAsSelector(c.LabelSelector)
 			require.NoError(t, err)
 			require.True(t, sel.Matches(labels.Set(d.Spec.Template.Labels)), "deployment %s: topology spread %d selects none of its pods (labels %v)", name, i, d.Spec.Template.Labels)
+		}
+	}
+}
+
+// checkMemory: every container has a memory limit, and GOMEMLIMIT, when
+// set, leaves headroom below it (the runtime reads it as a size with an
+// IEC unit).
+func checkMemory(t *testing.T, b *build) {
+	units := map[string]int64{"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+	for name, d := range b.deployments {
+		c := container(t, d)
+		limit := c.Resources.Limits.Memory()
+		require.False(t, limit.IsZero(), "deployment %s: no memory limit", name)
+		for _, e := range c.Env {
+			if e.Name != "GOMEMLIMIT" {
+				continue
+			}
+			m := regexp.MustCompile(`^(\d+)(B|KiB|MiB|GiB)$`).FindStringSubmatch(e.Value)
+			require.NotNil(t, m, "deployment %s: GOMEMLIMIT %q: write <n>MiB or <n>GiB", name, e.Value)
+			n, err := strconv.ParseInt(m[1], 10, 64)
+			require.NoError(t, err)
+			soft := n * units[m[2]]
+			require.Less(t, soft, limit.Value(), "deployment %s: GOMEMLIMIT %s is not below the memory limit %s", name, e.Value, limit)
+			require.Greater(t, soft, limit.Value()*3/4, "deployment %s: GOMEMLIMIT %s wastes most of the memory limit %s", name, e.Value, limit)
 		}
 	}
 }
