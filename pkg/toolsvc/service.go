@@ -23,6 +23,8 @@ const (
 	DefaultVersion = "0.0.1"
 	DefaultWindow  = 24 * time.Hour
 	DefaultLease   = 5 * time.Minute
+	// DefaultConcurrency is how many calls one instance runs at once.
+	DefaultConcurrency = 64
 )
 
 // Config configures a tool [Service].
@@ -45,6 +47,9 @@ type Config struct {
 	// again (by a run's new owner after its worker died) is answered from
 	// the store instead of running twice. Nil: no dedupe.
 	Dedupe *Dedupe
+	// Concurrency is how many calls the instance runs at once (default
+	// 64); further calls wait in the endpoint's subscription.
+	Concurrency int
 	// Logger receives call failures (default: discard).
 	Logger *slog.Logger
 }
@@ -74,6 +79,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = DefaultConcurrency
 	}
 	if d := c.Dedupe; d != nil {
 		dd := *d
@@ -118,11 +126,12 @@ func (c Config) validate() error {
 // `nats micro info <name>` show it, each tool is an endpoint on
 // <prefix>.tools.<service>.<tool> in the default queue group (instances
 // of one service share the calls), with the tool's description and JSON
-// Schema in the endpoint metadata. Calls run concurrently, each in its own
+// Schema in the endpoint metadata. Calls run concurrently (up to Concurrency), each in its own
 // goroutine, which Stop waits for.
 type Service struct {
-	cfg Config
-	kv  jetstream.KeyValue
+	cfg   Config
+	kv    jetstream.KeyValue
+	slots chan struct{}
 
 	mu      sync.Mutex
 	svc     micro.Service
@@ -138,7 +147,7 @@ func New(cfg Config) (*Service, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Service{cfg: cfg}, nil
+	return &Service{cfg: cfg, slots: make(chan struct{}, cfg.Concurrency)}, nil
 }
 
 // Start opens the dedupe bucket (creating it when missing) and adds the
@@ -224,8 +233,9 @@ func (s *Service) handler(t *loop.Tool) micro.HandlerFunc {
 		}
 		s.calls.Add(1)
 		s.mu.Unlock()
+		s.slots <- struct{}{} // at most Concurrency calls at once
 		go func() {
-			defer s.calls.Done()
+			defer func() { <-s.slots; s.calls.Done() }()
 			s.serve(t, req)
 		}()
 	}
