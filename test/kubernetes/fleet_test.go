@@ -465,6 +465,7 @@ func TestOverlaysOnCluster(t *testing.T) {
 
 	worker := runPod(t, b, wd, natsURL)
 	worker.waitReady(t, container(t, wd).ReadinessProbe)
+	worker.checkLive(t, container(t, wd).StartupProbe)
 	worker.checkLive(t, container(t, wd).LivenessProbe)
 	gw.checkLive(t, container(t, gd).LivenessProbe)
 	for _, id := range ids {

@@ -249,13 +249,15 @@ func checkProbes(t *testing.T, b *build) {
 	require.NotNil(t, w.LivenessProbe, "worker: no liveness probe")
 	metrics := flagValue(w.Args, "metrics")
 	require.NotEmpty(t, metrics, "worker: the probes are served on --metrics, which is not given")
-	for what, p := range map[string]*corev1.Probe{"readiness": w.ReadinessProbe, "liveness": w.LivenessProbe} {
+	require.NotNil(t, w.StartupProbe, "worker: no startup probe (the listener opens after the agents' MCP servers start)")
+	for what, p := range map[string]*corev1.Probe{"readiness": w.ReadinessProbe, "liveness": w.LivenessProbe, "startup": w.StartupProbe} {
 		require.NotNil(t, p.HTTPGet, "worker %s probe: not an HTTP GET", what)
 		require.Equal(t, listenPort(t, metrics), containerPort(t, w, p.HTTPGet.Port), "worker %s probe: not the --metrics port", what)
 		require.Greater(t, time.Duration(p.TimeoutSeconds)*time.Second, 2*time.Second, "worker %s probe: its timeout must outlast the readiness check's NATS request (2s)", what)
 	}
 	require.Equal(t, "/readyz", w.ReadinessProbe.HTTPGet.Path)
 	require.Equal(t, "/healthz", w.LivenessProbe.HTTPGet.Path)
+	require.Equal(t, "/healthz", w.StartupProbe.HTTPGet.Path)
 
 	g := container(t, b.deployments[gatewayName])
 	require.NotNil(t, g.ReadinessProbe, "gateway: no readiness probe")
