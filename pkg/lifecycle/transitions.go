@@ -35,6 +35,15 @@ func Submit(s Submission) store.RunRecord {
 	}
 }
 
+// Unrouted is the record of a run a raw publish queued for an agent no
+// worker serves, found in the runs stream at seq: queued, under that
+// request, with no submission stated (like the raw publish itself).
+func Unrouted(s Submission, seq uint64) store.RunRecord {
+	r := Submit(s)
+	r.Submissions, r.RequestSeq = 0, seq
+	return r
+}
+
 // Resubmit starts a new submission of an ended run: queued again, with the
 // last submission's outcome, request and requeues cleared. Cancels,
 // decisions and approval deadlines are stamped with their submission, so

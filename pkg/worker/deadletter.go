@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/lifecycle"
 	"github.com/lovia-fleet/lovia/pkg/loop"
 	"github.com/lovia-fleet/lovia/pkg/store"
 )
@@ -128,13 +129,9 @@ func (w *Worker) failDeadLetter(ctx context.Context, runID string, enc bus.Encod
 			}
 		}
 	}
-	_, _ = w.st.Runs().Modify(ctx, runID, func(r *store.RunRecord) error {
-		if r.Status == store.RunCompleted {
-			return nil
-		}
-		r.ApplyTerminal(&loop.RunFailed{Error: info}, w.cfg.Clock().UTC())
-		return nil
-	})
+	_, _ = w.st.Runs().Modify(ctx, runID, transition(func(r store.RunRecord) (store.RunRecord, error) {
+		return lifecycle.Finish(r, &loop.RunFailed{Error: info}, w.cfg.Clock())
+	}))
 	w.m.failed.WithLabelValues("", TypeMaxDeliveries).Inc()
 	w.log.Warn("dead letter: run failed after max deliveries", "run_id", runID, "deliveries", deliveries)
 }

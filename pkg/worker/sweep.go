@@ -105,8 +105,7 @@ func (w *Worker) indexUnrouted(ctx context.Context, agent string, msg *jetstream
 	if err != nil {
 		return
 	}
-	rec := lifecycle.Submit(lifecycle.Submission{RunID: runID, Agent: agent, SessionID: req.SessionID, Metadata: req.Metadata})
-	rec.Submissions, rec.RequestSeq = 0, msg.Sequence
+	rec := lifecycle.Unrouted(lifecycle.Submission{RunID: runID, Agent: agent, SessionID: req.SessionID, Metadata: req.Metadata}, msg.Sequence)
 	if _, err := w.st.Runs().Create(ctx, rec); err == nil {
 		w.log.Warn("a run request waits for an agent no worker serves; indexed as queued", "run_id", runID, "agent", agent)
 	}
