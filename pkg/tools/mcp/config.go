@@ -30,7 +30,10 @@ type Server struct {
 	Command string
 	// Args are the command's arguments.
 	Args []string
-	// Env is added to the worker's environment for the command.
+	// Env is the command's environment, on top of the few variables it
+	// inherits from the worker's (HOME, LANG, LC_ALL, LOGNAME, PATH,
+	// SHELL, TERM, TMPDIR, TZ, USER): the worker's secrets reach a server
+	// only when its Env names them, e.g. GITHUB_TOKEN: ${GITHUB_TOKEN}.
 	Env map[string]string
 	// Cwd is the command's working directory (default: the worker's).
 	Cwd string

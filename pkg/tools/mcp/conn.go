@@ -183,6 +183,21 @@ func lastLine(s string) string {
 	return s
 }
 
+// inherited are the variables of the worker's environment a stdio server
+// gets (as MCP clients commonly pass): enough to run a command, none of
+// the worker's secrets. Anything else goes in the server's env.
+var inherited = []string{"HOME", "LANG", "LC_ALL", "LOGNAME", "PATH", "SHELL", "TERM", "TMPDIR", "TZ", "USER"}
+
+func inheritedEnv(getenv func(string) string) []string {
+	var out []string
+	for _, k := range inherited {
+		if v := getenv(k); v != "" {
+			out = append(out, k+"="+v)
+		}
+	}
+	return out
+}
+
 // connect opens a session and lists the tools.
 func (c *conn) connect(ctx context.Context) (*sdk.ClientSession, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.ConnectTimeout)
@@ -198,7 +213,7 @@ func (c *conn) connect(ctx context.Context) (*sdk.ClientSession, error) {
 		}
 		cmd = exec.Command(c.spec.Command, c.spec.Args...)
 		cmd.Dir = c.spec.Cwd
-		cmd.Env = os.Environ()
+		cmd.Env = inheritedEnv(os.Getenv)
 		for _, k := range sortedNames(env) {
 			cmd.Env = append(cmd.Env, k+"="+env[k])
 		}

@@ -216,3 +216,17 @@ func TestStartErrors(t *testing.T) {
 		}
 	})
 }
+
+// A stdio server sees its env and the few inherited variables, not the
+// worker's other variables (its secrets).
+func TestServerEnvironment(t *testing.T) {
+	t.Setenv("LOVIA_TEST_WORKER_SECRET", "do-not-leak")
+	srv := mcptest.Everything(t)
+	srv.Env = map[string]string{"GIVEN": "${LOVIA_TEST_WORKER_SECRET}-on-purpose"}
+	m := start(t, mcp.Config{Servers: map[string]mcp.Server{"everything": srv}})
+	out, err := call(t, tool(t, m, "everything", "everything__get-env"), map[string]any{})
+	require.NoError(t, err)
+	require.Contains(t, out, `"GIVEN": "do-not-leak-on-purpose"`)
+	require.Contains(t, out, `"PATH"`)
+	require.NotContains(t, out, "LOVIA_TEST_WORKER_SECRET")
+}
