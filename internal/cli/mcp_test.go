@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -267,4 +268,31 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// The number: 1,000 concurrent runs on one worker calling one
+// stdio MCP server: one server process, and every run completes.
+func TestThousandRunsShareOneMCPProcess(t *testing.T) {
+	tag := "thousand-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	url := startDevLogging(t, &syncBuf{}, "--agents", mcpAgents(t, tag, t.TempDir()), "--workers", "1", "--concurrency", "1000")
+	c := devClient(t, url)
+	var wg sync.WaitGroup
+	var completed atomic.Int64
+	for range 1000 {
+		wg.Go(func() {
+			envs := runEvents(t, c, "echoer")
+			if len(envs) == 0 || envs[len(envs)-1].Type != loop.EventRunCompleted {
+				t.Errorf("a run did not complete: %v", fleettest.Types(envs))
+				return
+			}
+			if res := results(t, envs); len(res) != 1 || res[0].Output != "Echo: hi from mcp" {
+				t.Errorf("a run's tool result: %+v", res)
+				return
+			}
+			completed.Add(1)
+		})
+	}
+	wg.Wait()
+	require.EqualValues(t, 1000, completed.Load())
+	require.Len(t, mcptest.Processes(t, "LOVIA_TEST_TAG="+tag), 1)
 }
