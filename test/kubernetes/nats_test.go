@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats-server/v2/conf"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	sigsyaml "sigs.k8s.io/yaml"
 )
 
@@ -32,12 +33,55 @@ var (
 const chartVersion = "2.14.2"
 
 // natsEnv is the environment nats.conf reads: the node's name, as the
-// chart sets it from the pod name, and the account passwords, here the
-// placeholder of the lovia-nats Secret's URL.
+// chart sets it from the pod name, and the account passwords from the
+// nats-accounts Secret template (secret.yaml).
 func natsEnv(t *testing.T, node string) {
 	t.Setenv("SERVER_NAME", node)
-	t.Setenv("LOVIA_NATS_PASSWORD", "CHANGE-ME")
-	t.Setenv("SYS_NATS_PASSWORD", "CHANGE-ME-TOO")
+	for k, v := range natsSecret(t).StringData {
+		t.Setenv(k, v)
+	}
+}
+
+// natsSecret decodes deploy/kubernetes/nats/secret.yaml strictly.
+func natsSecret(t *testing.T) *corev1.Secret {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(natsDir, "secret.yaml"))
+	require.NoError(t, err)
+	var s corev1.Secret
+	require.NoError(t, sigsyaml.UnmarshalStrict(data, &s), "nats/secret.yaml does not decode strictly")
+	require.Equal(t, "Secret", s.Kind)
+	return &s
+}
+
+// The chart's pods read every password from the nats-accounts Secret
+// template, which holds only placeholders, and the workers' URL carries
+// the LOVIA user's.
+func TestNATSSecret(t *testing.T) {
+	t.Parallel()
+	s := natsSecret(t)
+	require.Empty(t, s.Data, "nats-accounts: use stringData with CHANGE-ME placeholders")
+	for k, v := range s.StringData {
+		require.Contains(t, v, "CHANGE-ME", "nats-accounts: %s is not a placeholder", k)
+	}
+	v := loadValues(t)
+	require.NotEmpty(t, v.Container.Env)
+	for name, e := range v.Container.Env {
+		data, err := json.Marshal(e)
+		require.NoError(t, err)
+		// The chart turns each entry into a container env var.
+		var ev corev1.EnvVar
+		require.NoError(t, sigsyaml.UnmarshalStrict(data, &ev), "container.env.%s", name)
+		require.NotNil(t, ev.ValueFrom, "container.env.%s: read it from the Secret", name)
+		ref := ev.ValueFrom.SecretKeyRef
+		require.NotNil(t, ref, "container.env.%s", name)
+		require.Equal(t, s.Name, ref.Name, "container.env.%s", name)
+		require.Contains(t, s.StringData, ref.Key, "container.env.%s", name)
+	}
+	b := kustomize(t, filepath.Join(kubeDir, "overlays", "production"))
+	u, err := url.Parse(b.secrets["lovia-nats"].StringData["NATS_URL"])
+	require.NoError(t, err)
+	pw, _ := u.User.Password()
+	require.Equal(t, s.StringData["LOVIA_NATS_PASSWORD"], pw, "lovia-nats NATS_URL's password is not nats-accounts' LOVIA_NATS_PASSWORD")
 }
 
 // chartValues is the part of the chart's values that values.yaml sets.
