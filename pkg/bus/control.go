@@ -78,6 +78,9 @@ type StatusReply struct {
 	// Waiting says why a queued run is not running yet, when the fleet
 	// knows: no live worker serves its agent.
 	Waiting string `json:"waiting,omitempty" msgpack:"waiting,omitempty"`
+	// RegistryRevision is the agents-registry revision the run's
+	// submission runs, when its workers serve the registry.
+	RegistryRevision uint64 `json:"registry_revision,omitempty" msgpack:"registry_revision,omitempty"`
 }
 
 // Awaiting names what a parked run waits for.

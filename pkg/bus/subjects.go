@@ -162,6 +162,10 @@ func ParseAgentConsumer(consumer string) (agent string, ok bool) {
 // the agents they serve (key w.<worker>).
 func (n Names) FleetBucket() string { return n.lower() + "_fleet" }
 
+// AgentsBucket is the KV bucket of the agents registry: one key per agent,
+// each value a full agent definition, its history the agent's revisions.
+func (n Names) AgentsBucket() string { return n.lower() + "_agents" }
+
 // WorkerPing is the subject a live worker answers presence pings on
 // (<p>.worker.<id>.ping).
 func (n Names) WorkerPing(worker string) string { return n.Prefix() + ".worker." + worker + ".ping" }

@@ -58,8 +58,11 @@ func (a *Announcer) refresh(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			a.mu.Lock()
+			m := a.member
+			a.mu.Unlock()
 			cctx, cancel := context.WithTimeout(ctx, a.interval)
-			if err := a.reg.Announce(cctx, a.member); err != nil && ctx.Err() == nil {
+			if err := a.reg.Announce(cctx, m); err != nil && ctx.Err() == nil {
 				a.log.Warn("fleet: refreshing this worker's announcement failed; retrying", "error", err)
 			}
 			cancel()
@@ -71,7 +74,7 @@ func (a *Announcer) refresh(ctx context.Context) {
 // call without Start, and more than once.
 func (a *Announcer) Stop(ctx context.Context) error {
 	a.mu.Lock()
-	cancel, done := a.cancel, a.done
+	cancel, done, worker := a.cancel, a.done, a.member.Worker
 	a.cancel = nil
 	a.mu.Unlock()
 	if cancel == nil {
@@ -79,5 +82,23 @@ func (a *Announcer) Stop(ctx context.Context) error {
 	}
 	cancel()
 	<-done
-	return a.reg.Withdraw(ctx, a.member.Worker)
+	return a.reg.Withdraw(ctx, worker)
+}
+
+// Update replaces the announced member (the agents a worker serves
+// changed) and announces it at once; a failure is retried at the next
+// refresh.
+func (a *Announcer) Update(m Member) {
+	a.mu.Lock()
+	a.member = m
+	running := a.cancel != nil
+	a.mu.Unlock()
+	if !running {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), a.interval)
+	defer cancel()
+	if err := a.reg.Announce(ctx, m); err != nil {
+		a.log.Warn("fleet: announcing this worker's new agents failed; retrying at the next refresh", "error", err)
+	}
 }

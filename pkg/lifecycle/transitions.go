@@ -56,7 +56,7 @@ func Resubmit(r store.RunRecord) (store.RunRecord, error) {
 	// A run a raw publish created counts as submission 1.
 	r.Submissions = max(r.Submissions, 1) + 1
 	r.Status, r.Error, r.Result, r.Usage = Queued, nil, nil, nil
-	r.RequestSeq, r.Requeues = 0, 0
+	r.RequestSeq, r.Requeues, r.Registry = 0, 0, 0
 	return r, nil
 }
 
@@ -104,6 +104,9 @@ type Claim struct {
 	// deliver a request again, as a first delivery, while its holder is
 	// alive and well.
 	HolderGone bool
+	// Registry is the claimer's current agents-registry revision (0 for a
+	// fixed agents file): a submission's first claim pins it.
+	Registry uint64
 }
 
 // Claimed is what a successful claim tells the claimer.
@@ -117,6 +120,9 @@ type Claimed struct {
 	// wake request ends began (0 for any other claim): the run continues
 	// after it even if its events expired while it was parked.
 	ParkedLastSeq uint64
+	// Registry is the agents-registry revision the submission is pinned
+	// to (0: none; the claimer's own agents).
+	Registry uint64
 }
 
 // ClaimNew is the record of a run a raw publish started (no API indexed
@@ -124,9 +130,9 @@ type Claimed struct {
 func ClaimNew(c Claim, runID, agent, sessionID string, metadata map[string]any) (store.RunRecord, Claimed) {
 	r := store.RunRecord{
 		RunID: runID, Agent: agent, SessionID: sessionID, Status: Running,
-		Worker: c.Worker, Attempt: 1, Metadata: metadata, StartedAt: c.Now.UTC(), RequestSeq: c.Seq,
+		Worker: c.Worker, Attempt: 1, Metadata: metadata, StartedAt: c.Now.UTC(), RequestSeq: c.Seq, Registry: c.Registry,
 	}
-	return r, Claimed{Attempt: 1, Submission: 1}
+	return r, Claimed{Attempt: 1, Submission: 1, Registry: c.Registry}
 }
 
 // ClaimRun makes the claiming worker the run's holder. It refuses, with
@@ -156,15 +162,20 @@ func ClaimRun(r store.RunRecord, c Claim) (store.RunRecord, Claimed, error) {
 		}
 	}
 	if c.Submission == 0 && r.Status.Ended() {
-		// It starts without the last submission's cancel and decisions.
+		// It starts without the last submission's cancel and decisions,
+		// and with the current agents.
 		r.Submissions = max(r.Submissions, 1) + 1
+		r.Registry = 0
+	}
+	if r.Registry == 0 {
+		r.Registry = c.Registry
 	}
 	r.Attempt++
 	r.Status, r.Worker, r.Error, r.RequestSeq, r.Parked = Running, c.Worker, nil, c.Seq, nil
 	if r.StartedAt.IsZero() {
 		r.StartedAt = c.Now.UTC()
 	}
-	out.Attempt, out.Submission = r.Attempt, max(r.Submissions, 1)
+	out.Attempt, out.Submission, out.Registry = r.Attempt, max(r.Submissions, 1), r.Registry
 	return r, out, nil
 }
 

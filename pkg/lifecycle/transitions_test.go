@@ -198,6 +198,22 @@ func TestClaimDetails(t *testing.T) {
 			t.Fatalf("want stale, got %v", err)
 		}
 	})
+	t.Run("the first claim pins the registry revision; later claims keep it", func(t *testing.T) {
+		r, c, err := lifecycle.ClaimRun(fixture(lifecycle.Queued), lifecycle.Claim{Worker: "w2", Seq: 10, Submission: 1, Registry: 7})
+		if err != nil || r.Registry != 7 || c.Registry != 7 {
+			t.Fatalf("first claim: %+v %+v %v", r, c, err)
+		}
+		r, c, err = lifecycle.ClaimRun(r, lifecycle.Claim{Worker: "w3", Seq: 10, Submission: 1, Registry: 9, HolderGone: true})
+		if err != nil || r.Registry != 7 || c.Registry != 7 {
+			t.Fatalf("a resume keeps the pinned revision: %+v %+v %v", r, c, err)
+		}
+		done, _ := lifecycle.Finish(r, &loop.RunCompleted{}, t0)
+		again, _ := lifecycle.Resubmit(done)
+		r, c, _ = lifecycle.ClaimRun(again, lifecycle.Claim{Worker: "w3", Seq: 12, Submission: 2, Registry: 9})
+		if r.Registry != 9 || c.Registry != 9 {
+			t.Fatalf("a new submission pins the current revision: %+v %+v", r, c)
+		}
+	})
 	t.Run("resubmission clears the last outcome", func(t *testing.T) {
 		done, _ := lifecycle.Finish(fixture(lifecycle.Running), &loop.RunCompleted{Output: "x"}, t0)
 		r, err := lifecycle.Resubmit(done)

@@ -384,6 +384,7 @@ func (a *API) Status(ctx context.Context, runID string) (*bus.StatusReply, error
 	if r.Status == store.RunQueued {
 		rep.Waiting = a.waiting(ctx, r.Agent)
 	}
+	rep.RegistryRevision = r.Registry
 	return rep, nil
 }
 

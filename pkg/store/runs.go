@@ -62,6 +62,10 @@ type RunRecord struct {
 	// current submission (each one publishes a request of its own).
 	Parked *Parking `json:"parked,omitempty" msgpack:"parked,omitempty"`
 	Wakes  int      `json:"wakes,omitempty" msgpack:"wakes,omitempty"`
+	// Registry is the agents-registry revision the current submission
+	// runs (pinned at its first claim; 0 for a worker serving a fixed
+	// agents file): a resume on any worker uses the agents of it.
+	Registry uint64 `json:"registry_revision,omitempty" msgpack:"registry_revision,omitempty"`
 	// Error describes why a run failed.
 	Error    *loop.ErrorInfo `json:"error,omitempty" msgpack:"error,omitempty"`
 	Metadata map[string]any  `json:"metadata,omitempty" msgpack:"metadata,omitempty"`

@@ -23,8 +23,15 @@ import (
 type Config struct {
 	// Conn is the NATS connection. Required.
 	Conn *nats.Conn
-	// Catalog holds the agents this worker runs. Required.
+	// Catalog holds the agents this worker runs: a fixed set. Required
+	// unless Agents is set.
 	Catalog *catalog.Catalog
+	// Agents, when set, provides agents that change while the worker runs
+	// (registry.Source, the agents registry); Catalog is then ignored.
+	// The worker claims runs of the agents it Serves, follows its changes
+	// from the next run on, and resumes a run with the agents of the
+	// registry revision it is pinned to.
+	Agents AgentSource
 	// Prefix is the subject prefix. Default "lovia".
 	Prefix string
 	// ID names this worker in events and the run index. Default
@@ -205,8 +212,8 @@ func (c Config) validate() error {
 	switch {
 	case c.Conn == nil:
 		return errors.New("worker: Config.Conn is required (a connected *nats.Conn)")
-	case c.Catalog == nil:
-		return errors.New("worker: Config.Catalog is required (catalog.Load or catalog.Default)")
+	case c.Catalog == nil && c.Agents == nil:
+		return errors.New("worker: Config.Catalog is required (catalog.Load or catalog.Default), or Config.Agents (registry.NewSource)")
 	case bus.ValidateID("id", c.ID) != nil:
 		return fmt.Errorf("worker: Config.ID %q must be 1-128 characters of [A-Za-z0-9_-]", c.ID)
 	case c.Concurrency < 1:

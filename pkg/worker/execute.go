@@ -30,7 +30,7 @@ type execution struct {
 }
 
 // execute runs a valid request: claim → run → settle.
-func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, runID string, enc bus.Encoding, ag *catalog.Agent) {
+func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, runID string, enc bus.Encoding, ag *catalog.Agent, rev uint64) {
 	var wakeAfter bool // set by a park that must wake the run: done last
 	defer func() {
 		if wakeAfter {
@@ -52,7 +52,7 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 	go func() { defer hbWG.Done(); w.heartbeat(hbCtx, d.msg, runID, ar) }()
 	defer func() { stopHB(); hbWG.Wait() }()
 
-	x, v := w.claim(ctx, d, req, runID, enc, ag, ar)
+	x, v := w.claim(ctx, d, req, runID, enc, ag, ar, rev)
 	if x == nil {
 		w.settleMsg(ctx, d, v)
 		return
@@ -99,7 +99,7 @@ func (w *Worker) register(d *delivery, ar *activeRun) (unregister func(), ok boo
 // what the delivery is (lifecycle.Decide) and, for a run to execute, makes
 // the claim transition and opens its publisher. It returns the execution,
 // or nil and how to settle the delivery.
-func (w *Worker) claim(ctx context.Context, d *delivery, req *bus.RunRequest, runID string, enc bus.Encoding, ag *catalog.Agent, ar *activeRun) (*execution, lifecycle.Verdict) {
+func (w *Worker) claim(ctx context.Context, d *delivery, req *bus.RunRequest, runID string, enc bus.Encoding, ag *catalog.Agent, ar *activeRun, rev uint64) (*execution, lifecycle.Verdict) {
 	log := d.log
 	snap, err := w.st.Checkpointer().Load(ctx, runID)
 	if err != nil && !errors.Is(err, loop.ErrNoSnapshot) {
@@ -145,7 +145,7 @@ func (w *Worker) claim(ctx context.Context, d *delivery, req *bus.RunRequest, ru
 	// Nats-Msg-Id, or racing the API's): it must not start a second
 	// execution, whose events would interleave with the first's.
 	c := lifecycle.Claim{
-		Worker: w.cfg.ID, Seq: seq, Continues: continues, Now: w.cfg.Clock(),
+		Worker: w.cfg.ID, Seq: seq, Continues: continues, Now: w.cfg.Clock(), Registry: rev,
 		Submission: int(bus.HeaderUint(d.msg.Headers(), bus.HeaderSubmission)),
 	}
 	var (
@@ -202,6 +202,7 @@ func (w *Worker) claim(ctx context.Context, d *delivery, req *bus.RunRequest, ru
 	ar.submission.Store(int64(claimed.Submission))
 	x := &execution{d: d, req: req, runID: runID, enc: enc, ag: ag, ar: ar, plan: plan, last: last,
 		holder: lifecycle.Holder{Worker: w.cfg.ID, Attempt: claimed.Attempt}}
+	w.pinned(ctx, x, claimed.Registry)
 	w.own(ctx, x)
 
 	// The last event was just read from the stream leader: the publisher

@@ -104,14 +104,19 @@ func (w *Worker) handle(msg jetstream.Msg) {
 		enc = req.Encoding
 	}
 	d.log = w.log.With("run_id", runID, "agent", agentName, "delivery", meta.NumDelivered)
-	ag, ok := w.cfg.Catalog.Get(agentName)
+	cat, rev := w.agents()
+	ag, ok := cat.Get(agentName)
 	if !ok {
-		w.poison(ctx, d, runID, agentName, enc, bus.TypeUnknownAgent,
-			fmt.Sprintf("unknown agent %q", agentName),
-			fmt.Sprintf("use one of the agents this worker serves: %v (ask %s)", w.cfg.Catalog.Names(), w.names.Agents()))
+		// Routed by agent, a run reaches only a worker that serves its
+		// agent; this one stopped serving it a moment ago (the registry
+		// removed it, or --serve no longer matches). It is never failed for
+		// reaching the wrong worker: another one, or a later definition,
+		// takes it.
+		d.log.Info("a run of an agent this worker no longer serves; released for a worker that does")
+		w.settleMsg(ctx, d, lifecycle.Verdict{Settle: lifecycle.Nak, Delay: 5 * time.Second})
 		return
 	}
-	w.execute(ctx, d, req, runID, enc, ag)
+	w.execute(ctx, d, req, runID, enc, ag, rev)
 }
 
 // poisonRunID names the run of a request that cannot run: its run id

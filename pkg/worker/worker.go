@@ -31,7 +31,7 @@ type Worker struct {
 	js     jetstream.JetStream
 	st     *store.Store
 	pub    *bus.Publisher
-	cons   map[string]jetstream.Consumer // by agent
+	cons   map[string]jetstream.Consumer // by agent (bound at Start, before the loops)
 	ctlSub *nats.Subscription
 	fleet  *fleet.Registry
 	ann    *fleet.Announcer
@@ -53,12 +53,16 @@ type Worker struct {
 	active  map[string]*activeRun // by run id
 	slots   chan struct{}
 
-	claimCtx  context.Context
-	stopClaim context.CancelFunc
-	runCtx    context.Context
-	interrupt context.CancelCauseFunc
-	claimers  sync.WaitGroup
-	runs      sync.WaitGroup
+	claimCtx   context.Context
+	stopClaim  context.CancelFunc
+	claimMu    sync.Mutex
+	claimStops map[string]context.CancelFunc // by agent: ends its claim loop
+	followDone chan struct{}
+	started0   time.Time
+	runCtx     context.Context
+	interrupt  context.CancelCauseFunc
+	claimers   sync.WaitGroup
+	runs       sync.WaitGroup
 }
 
 // ErrShutdown is the cause given to runs interrupted by Stop.
@@ -118,7 +122,8 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("worker: jetstream: %w", err)
 	}
 	w.js = js
-	agents := w.cfg.Catalog.Names()
+	w.started0 = w.cfg.Clock().UTC()
+	agents := w.served()
 	if !w.cfg.SkipProvision {
 		if _, err := bus.Provision(ctx, js, w.cfg.Provision); err != nil {
 			return fmt.Errorf("worker: provision: %w", err)
@@ -141,7 +146,7 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("worker: events stream %s: %w", w.names.EventsStream(), err)
 	}
 	w.warnLongApprovals(events.CachedInfo().Config.MaxAge)
-	w.cons = map[string]jetstream.Consumer{}
+	w.cons, w.claimStops = map[string]jetstream.Consumer{}, map[string]context.CancelFunc{}
 	for _, agent := range agents {
 		name, err := w.names.AgentConsumer(agent)
 		if err != nil {
@@ -168,15 +173,18 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	if w.fleet, err = fleet.Ensure(ctx, js, w.names, w.cfg.Provision.Replicas); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	w.ann = fleet.NewAnnouncer(w.fleet, fleet.Member{
-		Worker: w.cfg.ID, Agents: agentInfos(w.cfg.Catalog), Concurrency: w.cfg.Concurrency, StartedAt: w.cfg.Clock().UTC(),
-	}, w.cfg.AnnounceInterval, w.log)
+	w.ann = fleet.NewAnnouncer(w.fleet, w.member(), w.cfg.AnnounceInterval, w.log)
 	if err := w.ann.Start(ctx); err != nil {
 		return fmt.Errorf("worker: announce to the fleet: %w", err)
 	}
+	w.claimMu.Lock()
 	for agent, c := range w.cons {
-		w.claimers.Add(1)
-		go w.claimLoop(agent, c)
+		w.startClaimer(agent, c)
+	}
+	w.claimMu.Unlock()
+	if w.cfg.Agents != nil {
+		w.followDone = make(chan struct{})
+		go w.followAgents(w.claimCtx)
 	}
 	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "ack_wait", w.cfg.AckWait, "agents", agents)
 	return nil
@@ -200,8 +208,9 @@ func (w *Worker) warnLongApprovals(maxAge time.Duration) {
 	if maxAge <= 0 {
 		return
 	}
-	for _, name := range w.cfg.Catalog.Names() {
-		if ag, ok := w.cfg.Catalog.Get(name); ok && ag.ApprovalTimeout >= maxAge {
+	cat, _ := w.agents()
+	for _, name := range cat.Names() {
+		if ag, ok := cat.Get(name); ok && ag.ApprovalTimeout >= maxAge {
 			w.log.Warn("an agent's approval timeout outlasts the events stream's max age: a run waiting that long loses its earlier events; shorten approval_timeout or raise the events max age",
 				"agent", name, "approval_timeout", ag.ApprovalTimeout, "events_max_age", maxAge)
 		}
@@ -259,6 +268,9 @@ func (w *Worker) Stop(ctx context.Context) error {
 		}
 	}
 	w.stopClaim()
+	if w.followDone != nil {
+		<-w.followDone
+	}
 	w.claimers.Wait()
 	if w.ctlSub != nil {
 		_ = w.ctlSub.Unsubscribe()
@@ -321,31 +333,31 @@ func (w *Worker) teardown(ctx context.Context) {
 
 // claimLoop fetches runs of one agent from its consumer while there are
 // free slots (the slots are the worker's, shared by its agents).
-func (w *Worker) claimLoop(agent string, cons jetstream.Consumer) {
+func (w *Worker) claimLoop(ctx context.Context, agent string, cons jetstream.Consumer) {
 	defer w.claimers.Done()
 	for {
 		// Wait for at least one free slot.
 		select {
 		case w.slots <- struct{}{}:
-		case <-w.claimCtx.Done():
+		case <-ctx.Done():
 			return
 		}
 		free := 1 + w.cfg.Concurrency - len(w.slots)
 		if free > 1 {
 			free = min(free, 64)
 		}
-		fctx, fcancel := context.WithTimeout(w.claimCtx, w.cfg.FetchTimeout)
+		fctx, fcancel := context.WithTimeout(ctx, w.cfg.FetchTimeout)
 		batch, err := cons.Fetch(free, jetstream.FetchContext(fctx))
 		if err != nil {
 			fcancel()
 			<-w.slots
-			if w.claimCtx.Err() != nil {
+			if ctx.Err() != nil {
 				return
 			}
 			w.log.Warn("claim: fetch failed; retrying", "agent", agent, "error", err)
 			select {
 			case <-time.After(w.cfg.FetchRetry):
-			case <-w.claimCtx.Done():
+			case <-ctx.Done():
 				return
 			}
 			continue
@@ -356,7 +368,7 @@ func (w *Worker) claimLoop(agent string, cons jetstream.Consumer) {
 				// The first message uses the slot taken above.
 				select {
 				case w.slots <- struct{}{}:
-				case <-w.claimCtx.Done():
+				case <-ctx.Done():
 					_ = msg.Nak()
 					continue
 				}
@@ -372,7 +384,7 @@ func (w *Worker) claimLoop(agent string, cons jetstream.Consumer) {
 		if n == 0 {
 			<-w.slots
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && w.claimCtx.Err() == nil {
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			w.log.Debug("claim: fetch ended", "agent", agent, "error", err)
 		}
 	}

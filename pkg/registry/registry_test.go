@@ -1,0 +1,122 @@
+package registry_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/lovia-fleet/lovia/pkg/broker"
+	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/catalog"
+	"github.com/lovia-fleet/lovia/pkg/registry"
+	"github.com/lovia-fleet/lovia/pkg/tools"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func setup(t *testing.T) (*registry.Registry, catalog.Options) {
+	t.Helper()
+	srv, err := broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	nc, err := srv.Connect()
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	reg, err := registry.Ensure(context.Background(), js, bus.Names{}, 1)
+	require.NoError(t, err)
+	ts, err := tools.Builtin(tools.Config{Workspace: t.TempDir()})
+	require.NoError(t, err)
+	return reg, catalog.Options{Tools: ts}
+}
+
+func spec(name, text string, handoffs ...string) catalog.Spec {
+	return catalog.Spec{Name: name, Model: "scripted", Handoffs: handoffs, Script: []catalog.ScriptStep{{Text: text}}}
+}
+
+func TestRegistry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("apply creates, updates, leaves alone and prunes", func(t *testing.T) {
+		t.Parallel()
+		reg, opts := setup(t)
+		rep, err := reg.Apply(ctx, []catalog.Spec{spec("a", "1"), spec("b", "1")}, false, opts)
+		require.NoError(t, err)
+		require.ElementsMatch(t, []string{"a", "b"}, rep.Created)
+		rep, err = reg.Apply(ctx, []catalog.Spec{spec("a", "2"), spec("b", "1")}, false, opts)
+		require.NoError(t, err)
+		require.Equal(t, []string{"a"}, rep.Updated)
+		require.Equal(t, []string{"b"}, rep.Unchanged)
+		rep, err = reg.Apply(ctx, []catalog.Spec{spec("a", "2")}, true, opts)
+		require.NoError(t, err)
+		require.Equal(t, []string{"b"}, rep.Deleted)
+		es, err := reg.List(ctx)
+		require.NoError(t, err)
+		require.Equal(t, "a", registry.Names(es))
+	})
+
+	t.Run("revisions and history", func(t *testing.T) {
+		t.Parallel()
+		reg, opts := setup(t)
+		r1, err := reg.Apply(ctx, []catalog.Spec{spec("a", "one")}, false, opts)
+		require.NoError(t, err)
+		_, err = reg.Apply(ctx, []catalog.Spec{spec("a", "two")}, false, opts)
+		require.NoError(t, err)
+		old, err := reg.GetRevision(ctx, "a", r1.Revision)
+		require.NoError(t, err)
+		require.Equal(t, "one", old.Spec.Script[0].Text)
+		cur, err := reg.Get(ctx, "a")
+		require.NoError(t, err)
+		require.Equal(t, "two", cur.Spec.Script[0].Text)
+		h, err := reg.History(ctx, "a")
+		require.NoError(t, err)
+		require.Len(t, h, 2)
+		at, err := reg.At(ctx, r1.Revision)
+		require.NoError(t, err)
+		require.Len(t, at, 1)
+		require.Equal(t, "one", at[0].Spec.Script[0].Text, "the registry as it was at the first revision")
+		require.NoError(t, reg.Remove(ctx, "a"))
+		_, err = reg.Get(ctx, "a")
+		require.ErrorIs(t, err, registry.ErrNotFound)
+		require.ErrorIs(t, reg.Remove(ctx, "a"), registry.ErrNotFound)
+	})
+
+	t.Run("invalid definitions are refused with the agents file's errors, and nothing is written", func(t *testing.T) {
+		t.Parallel()
+		reg, opts := setup(t)
+		_, err := reg.Apply(ctx, []catalog.Spec{spec("a", "x", "nobody")}, false, opts)
+		require.ErrorContains(t, err, `handoff to unknown agent "nobody"`)
+		_, err = reg.Apply(ctx, []catalog.Spec{{Name: "b", Model: "scripted", Tools: []string{"teleport"}, Script: []catalog.ScriptStep{{Text: "x"}}}}, false, opts)
+		require.ErrorContains(t, err, "teleport")
+		_, err = reg.Apply(ctx, []catalog.Spec{{Name: "c", Model: "scripted", Script: []catalog.ScriptStep{{Text: "x"}},
+			MCPServers: map[string]catalog.MCPServer{"fs": {Command: "npx"}}}}, false, opts)
+		require.ErrorContains(t, err, "mcp_servers cannot be declared in the registry")
+		es, err := reg.List(ctx)
+		require.NoError(t, err)
+		require.Empty(t, es)
+	})
+
+	t.Run("a source serves the agents matching its patterns and follows changes", func(t *testing.T) {
+		t.Parallel()
+		reg, opts := setup(t)
+		_, err := reg.Apply(ctx, []catalog.Spec{spec("support", "s"), spec("billing-eu", "b"), spec("ops", "o")}, false, opts)
+		require.NoError(t, err)
+		src := registry.NewSource(reg, opts, []string{"support", "billing-*"}, nil)
+		require.NoError(t, src.Start(ctx))
+		defer func() { _ = src.Stop(ctx) }()
+		require.Equal(t, []string{"billing-eu", "support"}, src.Served())
+		_, err = reg.Apply(ctx, []catalog.Spec{spec("billing-us", "b")}, false, opts)
+		require.NoError(t, err)
+		select {
+		case <-src.Changes():
+		case <-ctx.Done():
+		}
+		require.Eventually(t, func() bool { return len(src.Served()) == 3 }, 10*time.Second, 10*time.Millisecond, "the new billing agent was never served: %v", src.Served())
+	})
+}
