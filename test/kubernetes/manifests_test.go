@@ -255,6 +255,9 @@ func checkProbes(t *testing.T, b *build) {
 		require.Equal(t, listenPort(t, metrics), containerPort(t, w, p.HTTPGet.Port), "worker %s probe: not the --metrics port", what)
 		require.Greater(t, time.Duration(p.TimeoutSeconds)*time.Second, 2*time.Second, "worker %s probe: its timeout must outlast the readiness check's NATS request (2s)", what)
 	}
+	if port, ok := b.deployments[workerName].Spec.Template.Annotations["prometheus.io/port"]; ok {
+		require.Equal(t, strconv.Itoa(int(listenPort(t, metrics))), port, "worker: prometheus.io/port is not the --metrics port")
+	}
 	require.Equal(t, "/readyz", w.ReadinessProbe.HTTPGet.Path)
 	require.Equal(t, "/healthz", w.LivenessProbe.HTTPGet.Path)
 	require.Equal(t, "/healthz", w.StartupProbe.HTTPGet.Path)
