@@ -45,6 +45,7 @@ func commands() map[string]command {
 		"inject":  {"send a steering message to a run's next turn", runInject},
 		"session": {"show a session: lovia session show ID", runSession},
 		"tools":   {"list the tools agents can use: built-in, MCP servers (--agents), NATS tool services", runTools},
+		"agents":  {"the agents registry: apply FILE, ls, get, history, rm", runAgents},
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -52,8 +53,27 @@ type workerProbes struct {
 	nc        *nats.Conn
 	js        jetstream.JetStream
 	stream    string
+	names     bus.Names
+	mu        sync.Mutex
 	consumers []string // the consumers of the worker's agents
 	state     atomic.Int32
+}
+
+// setAgents sets the agents whose consumers readiness checks (before the
+// worker starts: with --registry they are known only then).
+func (p *workerProbes) setAgents(agents []string) error {
+	var cs []string
+	for _, a := range agents {
+		c, err := p.names.AgentConsumer(a)
+		if err != nil {
+			return err
+		}
+		cs = append(cs, c)
+	}
+	p.mu.Lock()
+	p.consumers = cs
+	p.mu.Unlock()
+	return nil
 }
 
 func newWorkerProbes(nc *nats.Conn, prefix string, agents []string) (*workerProbes, error) {
@@ -65,15 +85,8 @@ func newWorkerProbes(nc *nats.Conn, prefix string, agents []string) (*workerProb
 	if err != nil {
 		return nil, err
 	}
-	p := &workerProbes{nc: nc, js: js, stream: names.RunsStream()}
-	for _, a := range agents {
-		c, err := names.AgentConsumer(a)
-		if err != nil {
-			return nil, err
-		}
-		p.consumers = append(p.consumers, c)
-	}
-	return p, nil
+	p := &workerProbes{nc: nc, js: js, stream: names.RunsStream(), names: names}
+	return p, p.setAgents(agents)
 }
 
 // started marks the worker as claiming; stopping marks the ordered
@@ -126,7 +139,10 @@ func (p *workerProbes) ready(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	for _, c := range p.consumers {
+	p.mu.Lock()
+	consumers := p.consumers
+	p.mu.Unlock()
+	for _, c := range consumers {
 		if _, err := p.js.Consumer(ctx, p.stream, c); err != nil {
 			return fmt.Errorf("consumer %s on stream %s: %w", c, p.stream, err)
 		}

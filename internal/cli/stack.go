@@ -41,6 +41,8 @@ type workerFlags struct {
 	// listOnly builds agents for listing (the gateway): no MCP server
 	// is started.
 	listOnly bool
+	registry bool
+	serve    string
 }
 
 func addWorkerFlags(fs *flag.FlagSet) *workerFlags {
@@ -54,6 +56,8 @@ func addWorkerFlags(fs *flag.FlagSet) *workerFlags {
 	fs.IntVar(&f.replicas, "replicas", 0, "replicas of the streams and buckets (3 on a cluster); unset: 1 for new ones, existing ones keep theirs")
 	fs.DurationVar(&f.coalesce, "coalesce", 50*time.Millisecond, "send streamed text as one event at most this often (0: one event per model delta)")
 	fs.DurationVar(&f.outage, "outage-budget", store.DefaultOutageBudget, "how long a store call or an event publish retries a broker outage (a leader election, a lost quorum, a restart) before the run is released for later instead; negative: no retries")
+	fs.BoolVar(&f.registry, "registry", false, "serve the agents registry (lovia agents apply FILE) and follow its changes; with --agents, the file seeds the registry first")
+	fs.StringVar(&f.serve, "serve", "", "with --registry: serve only the agents matching these comma-separated globs (e.g. 'support,billing-*')")
 	fs.DurationVar(&f.parkAfter, "park-after", worker.DefaultParkAfter, "an approval wait longer than this parks the run off the worker until a decision, a cancel or its deadline (negative: never park)")
 	return f
 }
@@ -141,7 +145,11 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	defer stopDeps(deps) // after the worker's Stop below
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
-	probes, err := newWorkerProbes(nc, nf.prefix, deps.catalog.Names())
+	probeAgents := deps.catalog.Names()
+	if wf.registry {
+		probeAgents = nil // known once the worker has read the registry
+	}
+	probes, err := newWorkerProbes(nc, nf.prefix, probeAgents)
 	if err != nil {
 		return usageErr(env, fs, err.Error())
 	}
@@ -157,8 +165,13 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	if err != nil {
 		return fail(env.Stderr, err)
 	}
+	if wf.registry {
+		if err := probes.setAgents(w.Agents()); err != nil {
+			return fail(env.Stderr, err)
+		}
+	}
 	probes.started()
-	fmt.Fprintf(env.Stderr, "lovia worker %s serving agents %s on %s\n", w.ID(), strings.Join(deps.catalog.Names(), ", "), nf.url)
+	fmt.Fprintf(env.Stderr, "lovia worker %s serving agents %s on %s\n", w.ID(), strings.Join(w.Agents(), ", "), nf.url)
 	<-ctx.Done()
 	probes.stopping()
 	stopCtx, cancel := context.WithTimeout(context.Background(), WorkerStopTimeout)
@@ -188,7 +201,11 @@ func startWorkerProcess(ctx context.Context, nc *nats.Conn, prefix, id string, w
 		return nil, nil, err
 	}
 	policy := compaction.New(compaction.Config{Store: results, Logger: log})
-	api, err := service.NewAPI(service.Config{Conn: nc, Store: st, Prefix: prefix, Catalog: deps.catalog, Logger: log})
+	agents, apiCatalog, err := registryAgents(ctx, js, names, wf, deps, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	api, err := service.NewAPI(service.Config{Conn: nc, Store: st, Prefix: prefix, Catalog: apiCatalog, Logger: log})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -197,7 +214,7 @@ func startWorkerProcess(ctx context.Context, nc *nats.Conn, prefix, id string, w
 		return nil, nil, err
 	}
 	w, err := worker.New(worker.Config{
-		Conn: nc, Catalog: deps.catalog, Prefix: prefix, ID: id, Concurrency: wf.concurrency, AckWait: wf.ackWait, CoalesceDeltas: wf.coalesce, ParkAfter: wf.parkAfter,
+		Conn: nc, Catalog: deps.catalog, Agents: agents, Prefix: prefix, ID: id, Concurrency: wf.concurrency, AckWait: wf.ackWait, CoalesceDeltas: wf.coalesce, ParkAfter: wf.parkAfter,
 		SkipProvision: true, Registry: deps.registry, ContextPolicy: policy, Logger: log, Metrics: reg,
 		Store: store.Config{OutageBudget: wf.outage, Logger: log},
 	})

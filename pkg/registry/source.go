@@ -50,12 +50,13 @@ func NewSource(reg *Registry, opts catalog.Options, serve []string, log *slog.Lo
 // this worker.
 var ErrEmpty = errors.New("registry: no agent to serve")
 
-// Start builds the current catalog and starts following the registry.
+// Start builds the current catalog and starts following the registry,
+// until Stop or until ctx ends.
 func (s *Source) Start(ctx context.Context) error {
 	if err := s.refresh(ctx); err != nil {
 		return err
 	}
-	wctx, cancel := context.WithCancel(context.Background())
+	wctx, cancel := context.WithCancel(ctx)
 	revs, err := s.reg.Watch(wctx)
 	if err != nil {
 		cancel()

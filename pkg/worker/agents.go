@@ -140,3 +140,6 @@ func (w *Worker) member() fleet.Member {
 	infos = slices.DeleteFunc(infos, func(in bus.AgentInfo) bool { return !slices.Contains(served, in.Name) })
 	return fleet.Member{Worker: w.cfg.ID, Agents: infos, Concurrency: w.cfg.Concurrency, StartedAt: w.started0}
 }
+
+// Agents lists the agents the worker serves now (claims runs of).
+func (w *Worker) Agents() []string { return w.served() }

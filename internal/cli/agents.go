@@ -1,0 +1,198 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/catalog"
+	"github.com/lovia-fleet/lovia/pkg/fleet"
+	"github.com/lovia-fleet/lovia/pkg/provider"
+	"github.com/lovia-fleet/lovia/pkg/registry"
+	"github.com/lovia-fleet/lovia/pkg/tools"
+)
+
+const agentsUsage = `apply FILE [--prune] | ls | get NAME [--revision N] | history NAME | rm NAME
+
+The agents registry: agent definitions (the agents-file schema) in the
+fleet's KV bucket, served by workers started with --registry.`
+
+// runAgents is `lovia agents`: the agents registry.
+func runAgents(ctx context.Context, env *Env, args []string) int {
+	fs := flagSet(env, "agents", agentsUsage)
+	nf := addNATSFlags(fs, env)
+	prune := fs.Bool("prune", false, "apply: delete the registry's agents the file does not define")
+	revision := fs.Uint64("revision", 0, "get: the revision to show (default: the current one)")
+	pos, ok := parse(fs, args)
+	if !ok {
+		return ExitUsage
+	}
+	if len(pos) == 0 {
+		return usageErr(env, fs, "name a subcommand: apply, ls, get, history or rm")
+	}
+	want := map[string]int{"apply": 2, "ls": 1, "get": 2, "history": 2, "rm": 2}
+	n, known := want[pos[0]]
+	if !known {
+		return usageErr(env, fs, fmt.Sprintf("unknown subcommand %q: use apply, ls, get, history or rm", pos[0]))
+	}
+	if len(pos) != n {
+		return usageErr(env, fs, "use: lovia agents "+strings.Split(agentsUsage, "\n")[0])
+	}
+	nc, err := nf.connect("agents")
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	defer nc.Close()
+	rctx, cancel := requestCtx(ctx)
+	defer cancel()
+	names, err := bus.NewNames(nf.prefix)
+	if err != nil {
+		return usageErr(env, fs, err.Error())
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	reg, err := registry.Ensure(rctx, js, names, 0)
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	switch pos[0] {
+	case "apply":
+		return agentsApply(rctx, env, reg, js, names, pos[1], *prune)
+	case "ls":
+		return agentsList(rctx, env, reg, js, names)
+	case "get":
+		var e *registry.Entry
+		if *revision != 0 {
+			e, err = reg.GetRevision(rctx, pos[1], *revision)
+		} else {
+			e, err = reg.Get(rctx, pos[1])
+		}
+		if err != nil {
+			return fail(env.Stderr, registryHint(err))
+		}
+		printJSON(env, e)
+	case "history":
+		h, err := reg.History(rctx, pos[1])
+		if err != nil {
+			return fail(env.Stderr, registryHint(err))
+		}
+		printJSON(env, h)
+	case "rm":
+		if err := reg.Remove(rctx, pos[1]); err != nil {
+			return fail(env.Stderr, registryHint(err))
+		}
+		fmt.Fprintf(env.Stdout, "removed agent %s (its runs in flight keep their pinned definition)\n", pos[1])
+	}
+	return ExitOK
+}
+
+func registryHint(err error) error {
+	if errors.Is(err, registry.ErrNotFound) {
+		return fmt.Errorf("%w (lovia agents ls lists the registry)", err)
+	}
+	return err
+}
+
+// agentsApply validates an agents file and writes its agents.
+func agentsApply(ctx context.Context, env *Env, reg *registry.Registry, js jetstream.JetStream, names bus.Names, path string, prune bool) int {
+	f, err := catalog.ReadFile(path)
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	if len(f.MCPServers) > 0 {
+		return fail(env.Stderr, fmt.Errorf("agents file %s declares mcp_servers: the registry holds agents only; declare the servers in the workers' agents file (lovia worker --agents), their tools can be named here", path))
+	}
+	ts, err := tools.Builtin(tools.Config{Workspace: "."})
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	opts := catalog.Options{Tools: ts, Registry: provider.NewRegistry(provider.Config{Getenv: env.Getenv})}
+	rep, err := reg.Apply(ctx, f.Agents, prune, opts)
+	if err != nil {
+		return fail(env.Stderr, fmt.Errorf("agents file %s: %w", path, err))
+	}
+	for _, group := range []struct {
+		what  string
+		names []string
+	}{{"created", rep.Created}, {"updated", rep.Updated}, {"unchanged", rep.Unchanged}, {"deleted", rep.Deleted}} {
+		for _, n := range group.names {
+			fmt.Fprintf(env.Stdout, "%-9s %s\n", group.what, n)
+		}
+	}
+	fmt.Fprintf(env.Stdout, "registry revision %d\n", rep.Revision)
+	reportUnserved(ctx, env, js, names, f.Agents)
+	return ExitOK
+}
+
+// reportUnserved says which agents no live worker serves (yet): a worker
+// started with --registry leaves out an agent whose tools or model it
+// cannot provide.
+func reportUnserved(ctx context.Context, env *Env, js jetstream.JetStream, names bus.Names, specs []catalog.Spec) {
+	served := servedBy(ctx, js, names)
+	if served == nil {
+		return
+	}
+	for _, s := range specs {
+		if served[s.Name] == 0 {
+			fmt.Fprintf(env.Stderr, "lovia: no live worker serves agent %s yet: start a worker with --registry (its runs wait, queued), or check the worker logs for a tool or model it cannot provide\n", s.Name)
+		}
+	}
+}
+
+// servedBy counts the live workers serving each agent (nil when the fleet
+// registry cannot be read).
+func servedBy(ctx context.Context, js jetstream.JetStream, names bus.Names) map[string]int {
+	fr, err := fleet.Ensure(ctx, js, names, 0)
+	if err != nil {
+		return nil
+	}
+	ms, err := fr.Members(ctx)
+	if err != nil {
+		return nil
+	}
+	out := map[string]int{}
+	for _, m := range ms {
+		for _, a := range m.Agents {
+			out[a.Name]++
+		}
+	}
+	return out
+}
+
+// agentsList prints the registry's agents with their revision and how
+// many live workers serve each.
+func agentsList(ctx context.Context, env *Env, reg *registry.Registry, js jetstream.JetStream, names bus.Names) int {
+	es, err := reg.List(ctx)
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	if len(es) == 0 {
+		fmt.Fprintln(env.Stdout, "the registry holds no agents: lovia agents apply FILE")
+		return ExitOK
+	}
+	served := servedBy(ctx, js, names)
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tREVISION\tMODEL\tTOOLS\tWORKERS")
+	for _, e := range es {
+		workers := "?"
+		if served != nil {
+			workers = strconv.Itoa(served[e.Spec.Name])
+			if served[e.Spec.Name] == 0 {
+				workers = "0 (no live worker serves it)"
+			}
+		}
+		t := slices.Clone(e.Spec.Tools)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", e.Spec.Name, e.Revision, e.Spec.Model, strings.Join(t, ","), workers)
+	}
+	_ = tw.Flush()
+	return ExitOK
+}

@@ -1,0 +1,116 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/client"
+	"github.com/lovia-fleet/lovia/pkg/loop"
+)
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "agents.yaml")
+	require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+	return p
+}
+
+func greeter(text string) string {
+	return "agents:\n  - name: greeter\n    model: scripted\n    script:\n      - text: " + text + "\n"
+}
+
+// lovia agents apply / ls / get / history / rm, and a `lovia worker
+// --registry` that serves what was applied and follows an update without a
+// restart.
+func TestAgentsRegistryCommands(t *testing.T) {
+	srv := startJetStream(t)
+	url := srv.ClientURL()
+	env := getenv(map[string]string{"NATS_URL": url})
+	ctx := context.Background()
+	lovia := func(args ...string) (string, string, int) {
+		var out, errb bytes.Buffer
+		code := Main(ctx, args, strings.NewReader(""), &out, &errb, env)
+		return out.String(), errb.String(), code
+	}
+
+	out, errs, code := lovia("agents", "apply", writeFile(t, greeter("hello one")))
+	require.Equal(t, ExitOK, code, errs)
+	require.Contains(t, out, "created   greeter")
+	require.Contains(t, errs, "no live worker serves agent greeter yet")
+	_, errs, code = lovia("agents", "apply", writeFile(t, "agents:\n  - name: bad\n    model: scripted\n    tools: [teleport]\n    script:\n      - text: x\n"))
+	require.Equal(t, ExitFailure, code)
+	require.Contains(t, errs, "teleport", "an invalid definition is refused with the agents file's error")
+
+	wctx, stop := context.WithCancel(ctx)
+	werr := &syncBuf{}
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(wctx, []string{"worker", "--registry", "--serve", "greet*", "--workspace", t.TempDir(), "--log-level", "warn"}, strings.NewReader(""), &syncBuf{}, werr, env)
+	}()
+	t.Cleanup(func() {
+		stop()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("the worker did not stop")
+		}
+	})
+	require.Eventually(t, func() bool { return strings.Contains(werr.String(), "serving agents greeter") }, 20*time.Second, 20*time.Millisecond, werr.String())
+
+	nc, err := nats.Connect(url)
+	require.NoError(t, err)
+	defer nc.Close()
+	c, err := client.New(nc, client.Options{})
+	require.NoError(t, err)
+	runOutput := func() string {
+		rep, err := c.Submit(ctx, &bus.RunRequest{Agent: "greeter", Input: bus.TextInput("hi")})
+		require.NoError(t, err)
+		tctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		tail, err := c.Tail(tctx, rep.RunID, bus.FromStart())
+		require.NoError(t, err)
+		defer func() { _ = tail.Close(ctx) }()
+		for env, err := range tail.All(tctx) {
+			require.NoError(t, err)
+			if env.Type == loop.EventRunCompleted {
+				ev, err := env.Event()
+				require.NoError(t, err)
+				return ev.(*loop.RunCompleted).Output.(string)
+			}
+		}
+		return ""
+	}
+	require.Equal(t, "hello one", runOutput())
+
+	_, errs, code = lovia("agents", "apply", writeFile(t, greeter("hello two")))
+	require.Equal(t, ExitOK, code, errs)
+	require.Eventually(t, func() bool { return runOutput() == "hello two" }, 20*time.Second, 100*time.Millisecond,
+		"the worker never served the updated definition")
+
+	out, errs, code = lovia("agents", "ls")
+	require.Equal(t, ExitOK, code, errs)
+	require.Contains(t, out, "greeter")
+	require.Regexp(t, `greeter\s+\d+\s+scripted\s+\s*1`, out, "one live worker serves it")
+	out, errs, code = lovia("agents", "history", "greeter")
+	require.Equal(t, ExitOK, code, errs)
+	require.Equal(t, 2, strings.Count(out, `"revision"`), out)
+	out, _, code = lovia("agents", "get", "greeter")
+	require.Equal(t, ExitOK, code)
+	require.Contains(t, out, "hello two")
+	_, errs, code = lovia("agents", "get", "nobody")
+	require.Equal(t, ExitFailure, code)
+	require.Contains(t, errs, "lovia agents ls")
+	_, errs, code = lovia("agents", "rm", "greeter")
+	require.Equal(t, ExitOK, code, errs)
+	out, _, _ = lovia("agents", "ls")
+	require.Contains(t, out, "holds no agents")
+}
