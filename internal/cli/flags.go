@@ -60,8 +60,11 @@ func addNATSFlags(fs *flag.FlagSet, env *Env) *natsFlags {
 func (f *natsFlags) connect(name string) (*nats.Conn, error) {
 	opts := []nats.Option{nats.Name("lovia " + name), nats.Timeout(5 * time.Second)}
 	if name == "worker" || name == "gateway" {
-		// Long-lived processes keep reconnecting for as long as they run.
-		opts = append(opts, nats.MaxReconnects(-1))
+		// Long-lived processes keep reconnecting for as long as they run,
+		// and notice a server that stopped answering (a paused or
+		// partitioned node) within about 15s instead of the library's 4
+		// minutes, so they move to another node of the cluster.
+		opts = append(opts, nats.MaxReconnects(-1), nats.PingInterval(5*time.Second), nats.MaxPingsOutstanding(3))
 	}
 	nc, err := nats.Connect(f.url, opts...)
 	if err != nil {
