@@ -291,6 +291,9 @@ func build(s Spec, visible []string, opts Options) (*Agent, error) {
 	if resolved && len(sel.remote) > 0 {
 		a.Plugins = append(a.Plugins, &remoteTools{sel: sel.remote, approval: s.Approval})
 	}
+	if err := buildPlugins(a, s.Plugins, opts); err != nil {
+		return nil, err
+	}
 	if s.OutputSchema != nil {
 		raw, err := json.Marshal(s.OutputSchema)
 		if err != nil {

@@ -29,6 +29,8 @@ type Spec struct {
 	Script          []ScriptStep   `yaml:"script" json:"script,omitempty"`
 	// MCPServers are MCP servers only this agent may select tools of.
 	MCPServers map[string]MCPServer `yaml:"mcp_servers" json:"mcp_servers,omitempty"`
+	// Plugins are the plugins the agent runs with, by name (plugins.go).
+	Plugins *PluginsSpec `yaml:"plugins" json:"plugins,omitempty"`
 }
 
 // MCPServer declares an MCP server: a stdio server (command, args, env,

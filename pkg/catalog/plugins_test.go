@@ -1,0 +1,59 @@
+package catalog
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lovia-fleet/lovia/pkg/loop"
+	"github.com/lovia-fleet/lovia/pkg/plugins/todo"
+)
+
+func TestPluginsSection(t *testing.T) {
+	t.Parallel()
+	const head = "agents:\n  - name: a\n    model: scripted\n    script: [{text: hi}]\n"
+
+	t.Run("todo", func(t *testing.T) {
+		t.Parallel()
+		c, err := Parse([]byte(head+"    plugins:\n      todo: {}\n"), Options{})
+		require.NoError(t, err)
+		a, _ := c.Get("a")
+		require.Len(t, a.Plugins, 1)
+		require.IsType(t, &todo.Plugin{}, a.Plugins[0])
+		var names []string
+		for _, s := range c.ToolSchemas("a") {
+			names = append(names, s.Name)
+		}
+		require.Equal(t, []string{todo.ToolName}, names)
+	})
+
+	t.Run("none", func(t *testing.T) {
+		t.Parallel()
+		c, err := Parse([]byte(head), Options{})
+		require.NoError(t, err)
+		a, _ := c.Get("a")
+		require.Empty(t, a.Plugins)
+	})
+
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"unknown_plugin", "    plugins:\n      todos: {}\n", `line 6: unknown plugin "todos" (known: todo`},
+		{"unknown_setting", "    plugins:\n      todo: {size: 3}\n", `line 6: unknown setting "size" of plugin "todo" (known: none)`},
+		{"null_settings", "    plugins:\n      todo:\n", "plugin \"todo\" has no settings: write `todo: {}` for the defaults"},
+		{"not_a_map", "    plugins: [todo]\n", "plugins must be a map of plugin name to its settings"},
+		{"scalar_settings", "    plugins:\n      todo: yes\n", `plugin "todo": its settings must be a map`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Parse([]byte(head+tc.yaml), Options{})
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+
+	t.Run("unknown_agent_key_lists_plugins", func(t *testing.T) {
+		t.Parallel()
+		_, err := Parse([]byte(head+"    plugin: {}\n"), Options{})
+		require.ErrorContains(t, err, "plugins")
+	})
+}
+
+var _ loop.Plugin = (*todo.Plugin)(nil)
