@@ -17,4 +17,10 @@
 // result, plus a small [RunHead]); a [Session] stores completed runs as
 // segments; a [Mailbox] queues steering messages. In-memory implementations
 // live in this package; pkg/store implements them over JetStream.
+//
+// A store that fails with an error matching [ErrUnavailable] (an outage
+// that outlasted its own retries) interrupts the run instead of failing
+// it: no terminal event and no terminal checkpoint, so that the last
+// checkpoint stays resumable, and the handle's Result returns the store's
+// error. [ErrFenced] stops a run the same way.
 package loop

@@ -57,6 +57,21 @@
 // Every network call runs under the caller's deadline, or Config.Timeout
 // when the context has none.
 //
+// # Outages
+//
+// A broker outage is not the run's fault. Timeouts, no responders, no
+// response from a stream, and the API errors of a leader election or a
+// cluster not formed yet are transient ([IsTransient]): every bucket call
+// tries them again with jittered exponential backoff for up to
+// Config.OutageBudget (2 minutes by default; cancelling the context stops
+// at once). A write whose earlier attempt may have landed recognises its
+// own value instead of losing the compare-and-set to it. Past the budget
+// the error matches [ErrUnavailable] or [ErrTimeout], and through them
+// [loop.ErrUnavailable]: the loop stops the run without a terminal event
+// and the worker releases it for later. [Open], [EnsureBuckets] and
+// [OpenResultStore] wait instead for a cluster that is still forming,
+// until their context ends, logging each attempt on Config.Logger.
+//
 // # Permissions
 //
 // Besides puts and gets on $KV.<bucket>.>, the stores create short-lived
