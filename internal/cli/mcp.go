@@ -124,14 +124,17 @@ func namesServices(f catalog.File, copts catalog.Options) bool {
 	return false
 }
 
-// callOf names the run and agent of a call in its tool-service headers.
-// The loop does not tell tools their call id yet, so Lovia-Call-Id (and
-// with it a service's dedupe) is left out.
-func callOf(_ context.Context, rc *loop.RunContext) toolsvc.Call {
+// callOf names the run, agent and call of a call in its tool-service
+// headers (Lovia-Call-Id lets a service's dedupe answer a call made again
+// after a crash instead of running it twice).
+func callOf(ctx context.Context, rc *loop.RunContext) toolsvc.Call {
 	if rc == nil {
 		return toolsvc.Call{}
 	}
 	c := toolsvc.Call{RunID: rc.RunID}
+	if tc, ok := loop.ToolCallFrom(ctx); ok {
+		c.CallID = tc.ID
+	}
 	if a := rc.Agent(); a != nil {
 		c.Agent = a.Name
 	}

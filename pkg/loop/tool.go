@@ -148,3 +148,18 @@ func NewTool[In, Out any](name, description string, fn func(ctx context.Context,
 	}
 	return t
 }
+
+type toolCallKey struct{}
+
+func withToolCall(ctx context.Context, tc ToolCall) context.Context {
+	return context.WithValue(ctx, toolCallKey{}, tc)
+}
+
+// ToolCallFrom returns the call a tool function is executing, from the
+// context the loop passes it: a tool that calls another system can name
+// the call (its id is stable across a crash and a resume: a re-run of a
+// dangling call has the same id), so that system can recognise a repeat.
+func ToolCallFrom(ctx context.Context) (ToolCall, bool) {
+	tc, ok := ctx.Value(toolCallKey{}).(ToolCall)
+	return tc, ok
+}

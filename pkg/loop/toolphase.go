@@ -370,7 +370,7 @@ func (ru *run) execCall(ctx context.Context, rc *readyCall, sink func(taskItem))
 	if ru.tracing() {
 		_, span = ru.tracer.Start(ctx, "tool_call", Attr{"tool", tc.Name}, Attr{"call_id", tc.ID})
 	}
-	v, err := ru.invoke(ctx, rc)
+	v, err := ru.invoke(withToolCall(ctx, tc), rc)
 	span.End(err)
 	if err != nil {
 		if errors.Is(err, ErrCancelled) {
