@@ -4,7 +4,7 @@ BIN     ?= bin
 # Fuzz time per target inside `make test` (brief; `make fuzz FUZZTIME=1m` for longer).
 FUZZTIME ?= 3s
 
-.PHONY: run test race unit bench lint build fuzz fmt clean npm-deps
+.PHONY: run test race unit bench lint build fuzz fmt clean chaos npm-deps
 
 ## run: start the whole thing on an embedded default
 run:
@@ -40,6 +40,12 @@ lint:
 ## fuzz: run every fuzz target (FUZZTIME each)
 fuzz:
 	@./scripts/fuzz.sh $(FUZZTIME)
+
+## chaos: the full fault-injection suite (test/faults, build tag chaos): a
+## 3-node cluster of real nats-server processes and two lovia workers;
+## each stream leader killed in turn, one paused; figures in BENCHMARKS.md
+chaos:
+	$(GO) test -tags chaos -count=1 -timeout 30m -v ./test/faults/
 
 ## build: binaries into ./bin (lovia, worker, gateway)
 build:
