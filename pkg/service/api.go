@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sort"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -50,6 +51,10 @@ type API struct {
 	// dedup is the RUNS stream's deduplication window, read once.
 	dedup atomic.Int64
 	fleet fleetState
+	// tailer reads a run's events (Approve checks what the run asked).
+	tailerOnce sync.Once
+	tailer     *bus.Tailer
+	tailerErr  error
 }
 
 // NewAPI validates cfg.
@@ -424,6 +429,9 @@ func (a *API) Approve(ctx context.Context, runID string, req *bus.ApproveRequest
 	rec, err := a.liveRun(ctx, runID, true)
 	if err != nil {
 		return nil, err
+	}
+	if !a.awaits(ctx, rec, req.CallID) {
+		return nil, notAwaited(runID, req.CallID)
 	}
 	d, created, err := a.cfg.Store.Control().Decide(ctx, runID, rec.Submissions, req.CallID, req.Decision, req.Reason)
 	if err != nil {
