@@ -24,3 +24,18 @@ func TestChaosCluster(t *testing.T) {
 		})
 	}
 }
+
+// TestChaosSingleServer is the single-server variant of `make chaos`: a
+// non-clustered server killed with SIGKILL and restarted three times,
+// each under 300 runs in flight.
+func TestChaosSingleServer(t *testing.T) {
+	srv := startServers(t, 1)
+	f := startFleet(t, srv, 2, 1, 2000)
+	for i := range 3 {
+		fl := restartSingle()
+		t.Run(fl.name+" #"+string(rune('1'+i)), func(t *testing.T) {
+			f.t = t
+			underLoad(t, f, "s"+string(rune('a'+i)), 300, fl)
+		})
+	}
+}
