@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -104,6 +105,15 @@ func runTail(ctx context.Context, env *Env, args []string) int {
 		return fail(env.Stderr, err)
 	}
 	defer nc.Close()
+	// An unknown run id is said at once instead of waiting silently for
+	// events that will never come.
+	rctx, cancel := requestCtx(ctx)
+	_, serr := c.Status(rctx, pos[0])
+	cancel()
+	var ae *bus.APIError
+	if errors.As(serr, &ae) && ae.Type == bus.TypeNotFound {
+		return fail(env.Stderr, fmt.Errorf("run %s not found: check the id (lovia submit and lovia run print it)", pos[0]))
+	}
 	return follow(ctx, env, c, pos[0], *asJSON, false, nil)
 }
 
