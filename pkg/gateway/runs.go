@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strings"
 
-
 	"github.com/lovia-fleet/lovia/pkg/bus"
 )
 
