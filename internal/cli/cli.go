@@ -46,6 +46,7 @@ func commands() map[string]command {
 		"session": {"show a session: lovia session show ID", runSession},
 		"tools":   {"list the tools agents can use: built-in, MCP servers (--agents), NATS tool services", runTools},
 		"agents":  {"the agents registry: apply FILE, ls, get, history, rm", runAgents},
+		"workers": {"list the live workers: the agents each serves, runs in flight, version", runWorkers},
 	}
 }
 

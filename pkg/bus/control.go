@@ -294,3 +294,29 @@ func DecodeControl(h nats.Header, body []byte, v Control) (Encoding, error) {
 	}
 	return enc, nil
 }
+
+// WorkersReply answers <p>.api.workers: the live workers of the fleet.
+type WorkersReply struct {
+	Workers []WorkerInfo `json:"workers" msgpack:"workers"`
+}
+
+// WorkerInfo describes one live worker.
+type WorkerInfo struct {
+	ID          string    `json:"id" msgpack:"id"`
+	Agents      []string  `json:"agents" msgpack:"agents"`
+	Concurrency int       `json:"concurrency" msgpack:"concurrency"`
+	InFlight    int       `json:"in_flight" msgpack:"in_flight"`
+	Version     string    `json:"version,omitempty" msgpack:"version,omitempty"`
+	StartedAt   time.Time `json:"started_at" msgpack:"started_at"`
+	SeenAt      time.Time `json:"seen_at" msgpack:"seen_at"`
+}
+
+// Validate checks every worker id.
+func (r *WorkersReply) Validate() error {
+	for i, w := range r.Workers {
+		if err := ValidateID(fmt.Sprintf("workers[%d].id", i), w.ID); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -269,6 +269,10 @@ func (n Names) APISubmit() string { return n.Prefix() + "." + tokAPI + "." + tok
 // Agents is the request/reply subject that lists agents (<p>.api.agents).
 func (n Names) Agents() string { return n.Prefix() + "." + tokAPI + "." + tokAgents }
 
+// Workers is the request/reply subject listing the live workers
+// (<p>.api.workers).
+func (n Names) Workers() string { return n.Prefix() + "." + tokAPI + ".workers" }
+
 // APIWildcard matches every api subject (<p>.api.>).
 func (n Names) APIWildcard() string { return n.Prefix() + "." + tokAPI + ".>" }
 
@@ -411,4 +415,25 @@ func quote(s string) string {
 		s = s[:maxLen] + "…"
 	}
 	return strconv.Quote(s)
+}
+
+// tokSchedule is the subject token of schedule messages.
+const tokSchedule = "schedule"
+
+// Schedule is the subject of a schedule's message in RunsStream
+// (<p>.schedule.<name>): the server fires it to the agent's Submit subject
+// (see package schedule).
+func (n Names) Schedule(name string) (string, error) {
+	if err := ValidateID("schedule", name); err != nil {
+		return "", err
+	}
+	return n.Prefix() + "." + tokSchedule + "." + name, nil
+}
+
+// ScheduleWildcard matches every Schedule subject (<p>.schedule.*).
+func (n Names) ScheduleWildcard() string { return n.Prefix() + "." + tokSchedule + ".*" }
+
+// ParseSchedule returns the name of a Schedule subject.
+func (n Names) ParseSchedule(subject string) (name string, err error) {
+	return n.parseOne(subject, tokSchedule, "schedule")
 }

@@ -230,6 +230,16 @@ func (c *Client) Agents(ctx context.Context) (*bus.AgentsReply, error) {
 	return &rep, nil
 }
 
+// Workers lists the live workers of the fleet: the agents each serves,
+// its runs in flight and its version.
+func (c *Client) Workers(ctx context.Context) (*bus.WorkersReply, error) {
+	var rep bus.WorkersReply
+	if err := c.request(ctx, c.names.Workers(), struct{}{}, &rep, true); err != nil {
+		return nil, err
+	}
+	return &rep, nil
+}
+
 // Tail follows a run's events (see bus.FromStart, bus.FromSeq, bus.Live).
 func (c *Client) Tail(ctx context.Context, runID string, opts ...bus.TailOption) (*bus.Tail, error) {
 	return c.tailer.Tail(ctx, runID, opts...)

@@ -20,7 +20,12 @@ type Announcer struct {
 	mu     sync.Mutex
 	cancel context.CancelFunc
 	done   chan struct{}
+	live   func(*Member)
 }
+
+// Live sets a function that fills the member's changing fields (the runs
+// in flight) before every refresh. Call it before Start.
+func (a *Announcer) Live(f func(*Member)) { a.live = f }
 
 // NewAnnouncer builds an Announcer. It starts nothing.
 func NewAnnouncer(reg *Registry, m Member, interval time.Duration, log *slog.Logger) *Announcer {
@@ -61,6 +66,9 @@ func (a *Announcer) refresh(ctx context.Context) {
 			a.mu.Lock()
 			m := a.member
 			a.mu.Unlock()
+			if a.live != nil {
+				a.live(&m)
+			}
 			cctx, cancel := context.WithTimeout(ctx, a.interval)
 			if err := a.reg.Announce(cctx, m); err != nil && ctx.Err() == nil {
 				a.log.Warn("fleet: refreshing this worker's announcement failed; retrying", "error", err)

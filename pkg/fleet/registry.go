@@ -18,9 +18,13 @@ import (
 type Member struct {
 	Worker string          `json:"worker"`
 	Agents []bus.AgentInfo `json:"agents"`
-	// Concurrency is the worker's slot count.
-	Concurrency int       `json:"concurrency,omitempty"`
-	StartedAt   time.Time `json:"started_at"`
+	// Concurrency is the worker's slot count; InFlight the runs it
+	// executes now (at the last refresh).
+	Concurrency int `json:"concurrency,omitempty"`
+	InFlight    int `json:"in_flight"`
+	// Version is the worker binary's module version (and VCS revision).
+	Version   string    `json:"version,omitempty"`
+	StartedAt time.Time `json:"started_at"`
 	// SeenAt is when the announcement was last refreshed.
 	SeenAt time.Time `json:"seen_at"`
 }

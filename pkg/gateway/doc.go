@@ -18,6 +18,7 @@
 //	GET    /v1/sessions/{id}                     segments
 //	POST   /v1/sessions/{id}/rewind              {keep_entries} → {removed}
 //	GET    /v1/agents                            the agents
+//	GET    /v1/workers                           the live workers
 //	GET    /healthz                              200 while NATS is connected, else 503
 //	GET    /metrics                              Prometheus
 //

@@ -29,6 +29,7 @@ const (
 	routeSession  = "GET /v1/sessions/{id}"
 	routeRewind   = "POST /v1/sessions/{id}/rewind"
 	routeAgents   = "GET /v1/agents"
+	routeWorkers  = "GET /v1/workers"
 	routeHealth   = "GET /healthz"
 	routeMetrics  = "GET /metrics"
 	// routeOther labels requests no route matched.
@@ -49,6 +50,7 @@ func (g *Gateway) routes() http.Handler {
 		routeSession:  g.session,
 		routeRewind:   g.rewind,
 		routeAgents:   g.agents,
+		routeWorkers:  g.workers,
 		routeHealth:   g.healthz,
 		routeMetrics:  promhttp.HandlerFor(g.cfg.Metrics, promhttp.HandlerOpts{}).ServeHTTP,
 	} {
@@ -88,7 +90,7 @@ func (g *Gateway) serve(mux *http.ServeMux, w http.ResponseWriter, r *http.Reque
 func known(pattern string) bool {
 	switch pattern {
 	case routeSubmit, routeStatus, routeEvents, routeApprove, routeCancel, routeInject, routeUninject,
-		routeSession, routeRewind, routeAgents, routeHealth, routeMetrics:
+		routeSession, routeRewind, routeAgents, routeWorkers, routeHealth, routeMetrics:
 		return true
 	}
 	return false
@@ -139,7 +141,7 @@ func (g *Gateway) unrouted(h http.Handler, w http.ResponseWriter, r *http.Reques
 		return
 	}
 	g.fail(w, r, newError(http.StatusNotFound, bus.TypeNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path),
-		"the routes are /v1/runs, /v1/runs/{id}[/events|/cancel|/messages|/approvals/{call_id}], /v1/sessions/{id}[/rewind], /v1/agents, /healthz, /metrics"))
+		"the routes are /v1/runs, /v1/runs/{id}[/events|/cancel|/messages|/approvals/{call_id}], /v1/sessions/{id}[/rewind], /v1/agents, /v1/workers, /healthz, /metrics"))
 }
 
 // statusProbe records the status a handler writes and discards its body.

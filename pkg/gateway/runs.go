@@ -184,6 +184,12 @@ func (g *Gateway) rewind(w http.ResponseWriter, r *http.Request) {
 	g.reply(w, r, http.StatusOK, rep, err)
 }
 
+// workers handles GET /v1/workers: the live workers of the fleet.
+func (g *Gateway) workers(w http.ResponseWriter, r *http.Request) {
+	rep, err := g.cfg.API.Workers(r.Context())
+	g.reply(w, r, http.StatusOK, rep, err)
+}
+
 // agents handles GET /v1/agents: the agents the live fleet serves.
 func (g *Gateway) agents(w http.ResponseWriter, r *http.Request) {
 	rep, err := g.cfg.API.FleetAgents(r.Context())

@@ -120,3 +120,28 @@ func (a *API) FleetAgents(ctx context.Context) (*bus.AgentsReply, error) {
 	sort.Slice(out.Agents, func(i, j int) bool { return out.Agents[i].Name < out.Agents[j].Name })
 	return out, nil
 }
+
+// Workers lists the live workers of the fleet: the agents each serves,
+// its runs in flight (at its last refresh, every 2s) and its version.
+func (a *API) Workers(ctx context.Context) (*bus.WorkersReply, error) {
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
+	defer cancel()
+	v, err := a.fleetView(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := v.Members(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	out := &bus.WorkersReply{Workers: []bus.WorkerInfo{}}
+	for _, m := range ms {
+		agents := make([]string, 0, len(m.Agents))
+		for _, in := range m.Agents {
+			agents = append(agents, in.Name)
+		}
+		out.Workers = append(out.Workers, bus.WorkerInfo{ID: m.Worker, Agents: agents, Concurrency: m.Concurrency,
+			InFlight: m.InFlight, Version: m.Version, StartedAt: m.StartedAt, SeenAt: m.SeenAt})
+	}
+	return out, nil
+}

@@ -56,7 +56,7 @@ func (s *Service) Start(ctx context.Context) error {
 		add("session_get", api+".session.*.get", s.session),
 		add("session_rewind", api+".session.*.rewind", s.rewind),
 	)
-	errs = append(errs, add("agents", n.Agents(), s.agents))
+	errs = append(errs, add("agents", n.Agents(), s.agents), add("workers", n.Workers(), s.workers))
 	if err := errors.Join(errs...); err != nil {
 		_ = svc.Stop()
 		return err
@@ -185,4 +185,8 @@ func (s *Service) rewind(ctx context.Context, r micro.Request) (any, error) {
 
 func (s *Service) agents(ctx context.Context, _ micro.Request) (any, error) {
 	return s.api.FleetAgents(ctx)
+}
+
+func (s *Service) workers(ctx context.Context, _ micro.Request) (any, error) {
+	return s.api.Workers(ctx)
 }

@@ -2,7 +2,9 @@ package worker
 
 import (
 	"context"
+	"runtime/debug"
 	"slices"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -138,7 +140,29 @@ func (w *Worker) member() fleet.Member {
 	infos := agentInfos(cat)
 	served := w.served()
 	infos = slices.DeleteFunc(infos, func(in bus.AgentInfo) bool { return !slices.Contains(served, in.Name) })
-	return fleet.Member{Worker: w.cfg.ID, Agents: infos, Concurrency: w.cfg.Concurrency, StartedAt: w.started0}
+	return fleet.Member{Worker: w.cfg.ID, Agents: infos, Concurrency: w.cfg.Concurrency, StartedAt: w.started0, Version: buildVersion()}
+}
+
+// inFlight counts the runs the worker executes now.
+func (w *Worker) inFlight() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.active)
+}
+
+// buildVersion is the binary's main module version and VCS revision.
+func buildVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	v := bi.Main.Version
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			v += " " + s.Value[:12]
+		}
+	}
+	return strings.TrimSpace(v)
 }
 
 // Agents lists the agents the worker serves now (claims runs of).

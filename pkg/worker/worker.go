@@ -174,6 +174,7 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("worker: %w", err)
 	}
 	w.ann = fleet.NewAnnouncer(w.fleet, w.member(), w.cfg.AnnounceInterval, w.log)
+	w.ann.Live(func(m *fleet.Member) { m.InFlight = w.inFlight() })
 	if err := w.ann.Start(ctx); err != nil {
 		return fmt.Errorf("worker: announce to the fleet: %w", err)
 	}
