@@ -72,8 +72,11 @@ func (e *transientError) Is(target error) bool { return target == loop.ErrUnavai
 // cannot answer for now: 10008 "JetStream system temporarily unavailable"
 // (no meta or stream leader yet), 10009 "JetStream cluster can not handle
 // request" (a leader change), 10163 "expected last sequence per subject
-// temporarily unavailable" (a new stream leader catching up).
-var transientAPICodes = map[jetstream.ErrorCode]bool{10008: true, 10009: true, 10163: true}
+// temporarily unavailable" (a new stream leader catching up), 10158
+// "duplicate message id is in process" (a republish while the first
+// publish of the same message id is still being proposed, as after a
+// leader change).
+var transientAPICodes = map[jetstream.ErrorCode]bool{10008: true, 10009: true, 10163: true, 10158: true}
 
 // IsTransient reports whether err may pass by itself: a timeout
 // (context.DeadlineExceeded, nats.ErrTimeout), no responders, no response

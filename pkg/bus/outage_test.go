@@ -98,6 +98,7 @@ func TestIsTransient(t *testing.T) {
 		{"no response from stream", jetstream.ErrNoStreamResponse, true},
 		{"JetStream system temporarily unavailable", &jetstream.APIError{Code: 503, ErrorCode: 10008}, true},
 		{"cluster can not handle request", &jetstream.APIError{Code: 500, ErrorCode: 10009}, true},
+		{"duplicate message id is in process", &jetstream.APIError{Code: 409, ErrorCode: 10158}, true},
 		{"marked by the bus", fmt.Errorf("x: %w", bus.ErrUnavailable), true},
 		{"stream not found", notFound, false},
 		{"closed connection", closedErr, false},

@@ -103,8 +103,11 @@ func retryable(err error) bool {
 // cannot answer for now: 10008 "JetStream system temporarily unavailable"
 // (no meta or stream leader yet), 10009 "JetStream cluster can not handle
 // request" (a leader change), 10163 "expected last sequence per subject
-// temporarily unavailable" (a new stream leader catching up).
-var transientAPICodes = map[jetstream.ErrorCode]bool{10008: true, 10009: true, 10163: true}
+// temporarily unavailable" (a new stream leader catching up), 10158
+// "duplicate message id is in process" (a republish while the first
+// publish of the same message id is still being proposed, as after a
+// leader change).
+var transientAPICodes = map[jetstream.ErrorCode]bool{10008: true, 10009: true, 10163: true, 10158: true}
 
 // transientAPI reports whether err is a JetStream API error of a server
 // that cannot answer for now.
