@@ -33,7 +33,7 @@ func startGateway(ctx context.Context, env *Env, nc *nats.Conn, prefix, addr str
 	if err != nil {
 		return "", nil, err
 	}
-	api, err := service.NewAPI(service.Config{Conn: nc, Store: st, Prefix: prefix, Catalog: cat, Logger: log})
+	api, err := service.NewAPI(service.Config{Conn: nc, Store: st, Prefix: prefix, Catalog: cat, Logger: log, AgentOptions: agentOptions(env)})
 	if err != nil {
 		return "", nil, err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/catalog"
+	"github.com/lovia-fleet/lovia/pkg/provider"
 	"github.com/lovia-fleet/lovia/pkg/registry"
 	"github.com/lovia-fleet/lovia/pkg/tools"
 	"github.com/lovia-fleet/lovia/pkg/worker"
@@ -65,4 +66,17 @@ func registryAgents(ctx context.Context, js jetstream.JetStream, names bus.Names
 		return nil, nil, fmt.Errorf("agents registry: %w", err)
 	}
 	return src, nil, nil
+}
+
+// builtinTools is the built-in tool set (for validating agents applied to
+// the registry: only the names matter).
+func builtinTools(workspace string) tools.Set {
+	ts, _ := tools.Builtin(tools.Config{Workspace: workspace})
+	return ts
+}
+
+// agentOptions are the options agents applied through a gateway's API are
+// validated with.
+func agentOptions(env *Env) catalog.Options {
+	return catalog.Options{Tools: builtinTools("."), Registry: provider.NewRegistry(provider.Config{Getenv: env.Getenv})}
 }

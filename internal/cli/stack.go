@@ -205,7 +205,7 @@ func startWorkerProcess(ctx context.Context, nc *nats.Conn, prefix, id string, w
 	if err != nil {
 		return nil, nil, err
 	}
-	api, err := service.NewAPI(service.Config{Conn: nc, Store: st, Prefix: prefix, Catalog: apiCatalog, Logger: log})
+	api, err := service.NewAPI(service.Config{Conn: nc, Store: st, Prefix: prefix, Catalog: apiCatalog, Logger: log, AgentOptions: catalog.Options{Tools: builtinTools(wf.workspace), Registry: deps.registry}})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -269,6 +269,24 @@ func (n Names) APISubmit() string { return n.Prefix() + "." + tokAPI + "." + tok
 // Agents is the request/reply subject that lists agents (<p>.api.agents).
 func (n Names) Agents() string { return n.Prefix() + "." + tokAPI + "." + tokAgents }
 
+// RegistryOp is an operation of the agents registry API.
+type RegistryOp string
+
+// Registry operations (<p>.api.registry.<op>).
+const (
+	OpRegistryApply   RegistryOp = "apply"
+	OpRegistryList    RegistryOp = "list"
+	OpRegistryGet     RegistryOp = "get"
+	OpRegistryHistory RegistryOp = "history"
+	OpRegistryRemove  RegistryOp = "rm"
+)
+
+// RegistryAPI is the request/reply subject of a registry operation
+// (<p>.api.registry.<op>).
+func (n Names) RegistryAPI(op RegistryOp) string {
+	return n.Prefix() + "." + tokAPI + ".registry." + string(op)
+}
+
 // Workers is the request/reply subject listing the live workers
 // (<p>.api.workers).
 func (n Names) Workers() string { return n.Prefix() + "." + tokAPI + ".workers" }
@@ -437,3 +455,12 @@ func (n Names) ScheduleWildcard() string { return n.Prefix() + "." + tokSchedule
 func (n Names) ParseSchedule(subject string) (name string, err error) {
 	return n.parseOne(subject, tokSchedule, "schedule")
 }
+
+// SkillsBucket is the object store of the Skills plugin (<p>_skills): one
+// object per file, named <skill folder>/<path>, written by `lovia skills
+// push` and read by every worker at each run.
+func (n Names) SkillsBucket() string { return n.lower() + "_skills" }
+
+// MemoryBucket is the KV bucket of the Memory plugin (<p>_memory): notes
+// and run archives per scope, shared by every worker.
+func (n Names) MemoryBucket() string { return n.lower() + "_memory" }

@@ -30,8 +30,14 @@ const (
 	routeRewind   = "POST /v1/sessions/{id}/rewind"
 	routeAgents   = "GET /v1/agents"
 	routeWorkers  = "GET /v1/workers"
-	routeHealth   = "GET /healthz"
-	routeMetrics  = "GET /metrics"
+	// The agents registry.
+	routeRegistryApply   = "PUT /v1/registry/agents"
+	routeRegistryList    = "GET /v1/registry/agents"
+	routeRegistryGet     = "GET /v1/registry/agents/{name}"
+	routeRegistryHistory = "GET /v1/registry/agents/{name}/history"
+	routeRegistryRemove  = "DELETE /v1/registry/agents/{name}"
+	routeHealth          = "GET /healthz"
+	routeMetrics         = "GET /metrics"
 	// routeOther labels requests no route matched.
 	routeOther = "other"
 )
@@ -40,19 +46,24 @@ const (
 func (g *Gateway) routes() http.Handler {
 	mux := http.NewServeMux()
 	for pattern, h := range map[string]http.HandlerFunc{
-		routeSubmit:   g.submit,
-		routeStatus:   g.status,
-		routeEvents:   g.events,
-		routeApprove:  g.approve,
-		routeCancel:   g.cancel,
-		routeInject:   g.inject,
-		routeUninject: g.uninject,
-		routeSession:  g.session,
-		routeRewind:   g.rewind,
-		routeAgents:   g.agents,
-		routeWorkers:  g.workers,
-		routeHealth:   g.healthz,
-		routeMetrics:  promhttp.HandlerFor(g.cfg.Metrics, promhttp.HandlerOpts{}).ServeHTTP,
+		routeSubmit:          g.submit,
+		routeStatus:          g.status,
+		routeEvents:          g.events,
+		routeApprove:         g.approve,
+		routeCancel:          g.cancel,
+		routeInject:          g.inject,
+		routeUninject:        g.uninject,
+		routeSession:         g.session,
+		routeRewind:          g.rewind,
+		routeAgents:          g.agents,
+		routeWorkers:         g.workers,
+		routeRegistryApply:   g.registryApply,
+		routeRegistryList:    g.registryList,
+		routeRegistryGet:     g.registryGet,
+		routeRegistryHistory: g.registryHistory,
+		routeRegistryRemove:  g.registryRemove,
+		routeHealth:          g.healthz,
+		routeMetrics:         promhttp.HandlerFor(g.cfg.Metrics, promhttp.HandlerOpts{}).ServeHTTP,
 	} {
 		mux.HandleFunc(pattern, h)
 	}
@@ -90,7 +101,8 @@ func (g *Gateway) serve(mux *http.ServeMux, w http.ResponseWriter, r *http.Reque
 func known(pattern string) bool {
 	switch pattern {
 	case routeSubmit, routeStatus, routeEvents, routeApprove, routeCancel, routeInject, routeUninject,
-		routeSession, routeRewind, routeAgents, routeWorkers, routeHealth, routeMetrics:
+		routeSession, routeRewind, routeAgents, routeWorkers, routeHealth, routeMetrics,
+		routeRegistryApply, routeRegistryList, routeRegistryGet, routeRegistryHistory, routeRegistryRemove:
 		return true
 	}
 	return false
@@ -141,7 +153,7 @@ func (g *Gateway) unrouted(h http.Handler, w http.ResponseWriter, r *http.Reques
 		return
 	}
 	g.fail(w, r, newError(http.StatusNotFound, bus.TypeNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path),
-		"the routes are /v1/runs, /v1/runs/{id}[/events|/cancel|/messages|/approvals/{call_id}], /v1/sessions/{id}[/rewind], /v1/agents, /v1/workers, /healthz, /metrics"))
+		"the routes are /v1/runs, /v1/runs/{id}[/events|/cancel|/messages|/approvals/{call_id}], /v1/sessions/{id}[/rewind], /v1/agents, /v1/workers, /v1/registry/agents[/{name}[/history]], /healthz, /metrics"))
 }
 
 // statusProbe records the status a handler writes and discards its body.

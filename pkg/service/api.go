@@ -33,6 +33,10 @@ type Config struct {
 	// agents endpoint. Without it any agent name is accepted (the worker
 	// reports UnknownAgent) and the agents endpoint is not served here.
 	Catalog *catalog.Catalog
+	// AgentOptions are the tools and models agents applied to the agents
+	// registry are validated with (the built-in tools, the provider
+	// registry).
+	AgentOptions catalog.Options
 	// MaxInputBytes caps a submitted input. Default 1 MiB.
 	MaxInputBytes int
 	// Timeout bounds each request's store and stream calls. Default 10s.
@@ -49,8 +53,9 @@ type API struct {
 	pub   *bus.Publisher // reads runs' last events; publishes nothing
 	log   *slog.Logger
 	// dedup is the RUNS stream's deduplication window, read once.
-	dedup atomic.Int64
-	fleet fleetState
+	dedup    atomic.Int64
+	fleet    fleetState
+	registry registryState
 	// tailer reads a run's events (Approve checks what the run asked).
 	tailerOnce sync.Once
 	tailer     *bus.Tailer

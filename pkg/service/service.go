@@ -56,7 +56,39 @@ func (s *Service) Start(ctx context.Context) error {
 		add("session_get", api+".session.*.get", s.session),
 		add("session_rewind", api+".session.*.rewind", s.rewind),
 	)
-	errs = append(errs, add("agents", n.Agents(), s.agents), add("workers", n.Workers(), s.workers))
+	errs = append(errs, add("agents", n.Agents(), s.agents), add("workers", n.Workers(), s.workers),
+		add("registry_apply", n.RegistryAPI(bus.OpRegistryApply), func(ctx context.Context, r micro.Request) (any, error) {
+			req, err := decodeBody[bus.RegistryApplyRequest](r)
+			if err != nil {
+				return nil, err
+			}
+			return s.api.RegistryApply(ctx, req)
+		}),
+		add("registry_list", n.RegistryAPI(bus.OpRegistryList), func(ctx context.Context, _ micro.Request) (any, error) {
+			return s.api.RegistryList(ctx)
+		}),
+		add("registry_get", n.RegistryAPI(bus.OpRegistryGet), func(ctx context.Context, r micro.Request) (any, error) {
+			req, err := decodeBody[bus.RegistryGetRequest](r)
+			if err != nil {
+				return nil, err
+			}
+			return s.api.RegistryGet(ctx, req)
+		}),
+		add("registry_history", n.RegistryAPI(bus.OpRegistryHistory), func(ctx context.Context, r micro.Request) (any, error) {
+			req, err := decodeBody[bus.RegistryGetRequest](r)
+			if err != nil {
+				return nil, err
+			}
+			return s.api.RegistryHistory(ctx, req)
+		}),
+		add("registry_rm", n.RegistryAPI(bus.OpRegistryRemove), func(ctx context.Context, r micro.Request) (any, error) {
+			req, err := decodeBody[bus.RegistryGetRequest](r)
+			if err != nil {
+				return nil, err
+			}
+			return s.api.RegistryRemove(ctx, req)
+		}),
+	)
 	if err := errors.Join(errs...); err != nil {
 		_ = svc.Stop()
 		return err
