@@ -2,6 +2,7 @@ package loop_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/lovia-fleet/lovia/pkg/loop"
@@ -34,5 +35,37 @@ func TestToolCallFrom(t *testing.T) {
 	}
 	if len(got) != 1 || got[0].ID != "call-7" || got[0].Name != "probe" {
 		t.Fatalf("the tool saw calls %+v, want one probe call-7", got)
+	}
+}
+
+// An error's hint is for people, not for the model: a tool that fails with
+// a hinted error gives the model the message alone; the hint stays on the
+// tool_call_failed event.
+func TestToolErrorHintIsNotForTheModel(t *testing.T) {
+	t.Parallel()
+	fail := loop.NewTool("fail", "Fail.", func(context.Context, *loop.RunContext, struct{}) (string, error) {
+		return "", &loop.ToolError{Tool: "fail", Message: "the disk is full", Hint: "free some space and run again"}
+	})
+	model := scripted.New([]scripted.Step{scripted.CallTool("fail", map[string]any{}, "c1"), scripted.Text("ok")})
+	agent := &loop.Agent{Name: "a", Tools: []*loop.Tool{fail}, Provider: model}
+	h := loop.NewRunner(loop.RunnerConfig{}).Stream(context.Background(), agent, []loop.Entry{loop.UserText("go")})
+	var failed *loop.ToolCallFailed
+	var seen string
+	for ev := range h.Events() {
+		switch e := ev.(type) {
+		case *loop.ToolCallFailed:
+			failed = e
+		case *loop.ToolCallCompleted:
+			seen = e.Output
+		}
+	}
+	if _, err := h.Result(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(seen, "the disk is full") || strings.Contains(seen, "hint") || strings.Contains(seen, "free some space") {
+		t.Fatalf("the model saw %q, want the message without the hint", seen)
+	}
+	if failed == nil || failed.Error.Hint != "free some space and run again" {
+		t.Fatalf("the hint is not on the tool_call_failed event: %+v", failed)
 	}
 }

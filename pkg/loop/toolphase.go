@@ -440,7 +440,7 @@ func (ru *run) execCall(ctx context.Context, rc *readyCall, sink func(taskItem))
 // then an error result "Tool error: <what><message>" the model sees.
 func failCall(sink func(taskItem), tc ToolCall, err error, what string) {
 	sink(taskItem{ev: &ToolCallFailed{Call: tc, Error: Describe(err), Err: err}})
-	msg := "Tool error: " + what + errorText(err)
+	msg := "Tool error: " + what + modelText(err)
 	sink(taskItem{
 		result: ToolResultEntry(tc.ID, tc.Name, msg, true),
 		tcc:    &ToolCallCompleted{Call: tc, Result: msg, Output: msg, IsError: true},
@@ -513,6 +513,16 @@ func thousands(n int) string {
 		b.WriteString(s[i : i+3])
 	}
 	return b.String()
+}
+
+// modelText is the text the model reads for an error: the message lovia
+// gives, without the hint line, which is for people (it stays on the
+// event and on the error value).
+func modelText(err error) string {
+	if info := Describe(err); info.Hint != "" && info.Message != "" {
+		return info.Message
+	}
+	return errorText(err)
 }
 
 // errorText is an error's message, or its type name when the message is
