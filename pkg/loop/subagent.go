@@ -12,7 +12,8 @@ var askSchema = json.RawMessage(`{"type":"object","properties":{"input":{"type":
 // isolated sub-run: no parent history, the parent's deps, cancel token and
 // tracer, its own mailbox, a copy of the parent's budget, and its usage
 // folded into the parent's (also on failure). The tool returns the
-// sub-run's output.
+// sub-run's output. SubRunLimits gives the sub-run its own max_turns and
+// budget.
 func (a *Agent) AsTool(name, description string, opts ...ToolOption) *Tool {
 	if name == "" {
 		name = "ask_" + slug(a.Name)
@@ -39,8 +40,14 @@ func (a *Agent) AsTool(name, description string, opts ...ToolOption) *Tool {
 		if rc.tracer != nil {
 			ropts = append(ropts, WithTracer(rc.tracer))
 		}
-		if rc.Budget != nil {
+		switch {
+		case t.sub != nil && t.sub.budget != nil:
+			ropts = append(ropts, WithBudget(*t.sub.budget))
+		case rc.Budget != nil:
 			ropts = append(ropts, WithBudget(*rc.Budget))
+		}
+		if t.sub != nil && t.sub.maxTurns > 0 {
+			ropts = append(ropts, WithMaxTurns(t.sub.maxTurns))
 		}
 		res, err := runner.Run(ctx, a, []Entry{UserText(in.Input)}, ropts...)
 		if err != nil {

@@ -61,6 +61,22 @@ type Tool struct {
 	ReturnsImages bool
 
 	handoff *Handoff
+	// sub is the sub-run's own limits of an agent-as-tool (SubRunLimits).
+	sub *subRunLimits
+}
+
+type subRunLimits struct {
+	maxTurns int
+	budget   *Budget
+}
+
+// SubRunLimits gives an agent-as-tool's sub-run ([Agent.AsTool]) its own
+// max_turns (0: the runner's default) and budget (nil: a copy of the
+// parent's remaining budget), as lovia's as_tool(max_turns=, budget=)
+// does. Exceeding them is the sub-run's failure — an error result the
+// parent's model sees — never the parent's.
+func SubRunLimits(maxTurns int, budget *Budget) ToolOption {
+	return func(t *Tool) { t.sub = &subRunLimits{maxTurns: maxTurns, budget: budget} }
 }
 
 // Schema returns the tool's model-facing schema.
