@@ -37,7 +37,9 @@ func TestAgentAsToolInheritsTracerAndUsage(t *testing.T) {
 // not the hint), and the parent run goes on to complete.
 func TestAgentAsToolOwnMaxTurns(t *testing.T) {
 	t.Parallel()
-	echo := loop.NewTool("echo", "Echo.", func(_ context.Context, _ *loop.RunContext, in struct{ Text string }) (string, error) { return in.Text, nil })
+	echo := loop.NewTool("echo", "Echo.", func(_ context.Context, _ *loop.RunContext, in struct{ Text string }) (string, error) {
+		return in.Text, nil
+	})
 	looping := scripted.New([]scripted.Step{
 		scripted.CallTool("echo", map[string]string{"Text": "a"}, "e1"),
 		scripted.CallTool("echo", map[string]string{"Text": "b"}, "e2"),
