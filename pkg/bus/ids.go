@@ -14,7 +14,8 @@ func NewRunID() string { return strings.ToLower(ulid.Make().String()) }
 
 // RawSubmitRunID is the run id of a request published straight to
 // <p>.submit.<agent> (docs/protocol.md#submitting-by-raw-publish): the
-// body's run_id, else the Nats-Msg-Id header, else "run-<stream seq>". The
+// body's run_id, else the Nats-Msg-Id header, else a schedule fire's
+// ScheduledRunID, else "run-<stream seq>". The
 // result is validated.
 func RawSubmitRunID(req *RunRequest, h nats.Header, streamSeq uint64) (string, error) {
 	id := req.RunID
@@ -22,6 +23,9 @@ func RawSubmitRunID(req *RunRequest, h nats.Header, streamSeq uint64) (string, e
 	if id == "" {
 		id = headerValue(h, HeaderMsgID)
 		field = HeaderMsgID
+	}
+	if id == "" {
+		id = ScheduledRunID(h) // a schedule's fire: sched-<name>-<unix>
 	}
 	if id == "" {
 		id = "run-" + strconv.FormatUint(streamSeq, 10)

@@ -33,7 +33,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig)
 	}
 	names, _ := NewNames(cfg.Prefix)
 	p := &provisioner{js: js, cfg: cfg, report: &ProvisionReport{}}
-	streams := []jetstream.StreamConfig{runsStreamConfig(names, cfg), eventsStreamConfig(names, cfg), deadLetterStreamConfig(names, cfg)}
+	streams := []jetstream.StreamConfig{runsStreamConfig(names, cfg), schedulesStreamConfig(names, cfg), eventsStreamConfig(names, cfg), deadLetterStreamConfig(names, cfg)}
 	// Checkpoints and sessions are read by a resuming or starting run, which
 	// must see the latest head and every segment, and the run index (with
 	// the approval decisions and park records) decides claims, parks and
@@ -104,6 +104,7 @@ func runsStreamConfig(n Names, c ProvisionConfig) jetstream.StreamConfig {
 		MaxMsgSize:        c.Runs.MaxMsgSize,
 		Duplicates:        c.Runs.Duplicates,
 		AllowDirect:       true,
+		Sources:           scheduleFireSources(n), // schedule.go
 	}
 }
 
@@ -340,6 +341,10 @@ func reconcileStream(have, want jetstream.StreamConfig) (jetstream.StreamConfig,
 	if want.AllowMsgTTL || have.SubjectDeleteMarkerTTL != 0 {
 		setField(&changed, "subject_delete_marker_ttl", &out.SubjectDeleteMarkerTTL, want.SubjectDeleteMarkerTTL)
 	}
+	if want.AllowMsgSchedules {
+		setField(&changed, "allow_msg_schedules", &out.AllowMsgSchedules, want.AllowMsgSchedules)
+	}
+	reconcileSources(&changed, &out, want) // schedule.go
 	if want.AllowAtomicPublish {
 		setField(&changed, "allow_atomic", &out.AllowAtomicPublish, want.AllowAtomicPublish)
 	}

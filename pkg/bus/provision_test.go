@@ -13,7 +13,7 @@ import (
 )
 
 func allAssets(n bus.Names) []string {
-	out := []string{n.RunsStream(), n.EventsStream(), n.DeadLetterStream()}
+	out := []string{n.RunsStream(), n.SchedulesStream(), n.EventsStream(), n.DeadLetterStream()}
 	for _, b := range n.Buckets() {
 		out = append(out, bus.KVStream(b))
 	}
@@ -241,7 +241,7 @@ func TestProvision(t *testing.T) {
 		b := setup(t)
 		rep, err := bus.Provision(ctxT(t), b.js, bus.ProvisionConfig{Prefix: "acme", SkipWorkers: true})
 		require.NoError(t, err)
-		require.ElementsMatch(t, []string{"ACME_RUNS", "ACME_EVENTS", "ACME_DLQ", "KV_acme_sessions", "KV_acme_checkpoints", "KV_acme_mailbox", "KV_acme_runs"}, rep.Created)
+		require.ElementsMatch(t, []string{"ACME_RUNS", "ACME_SCHEDULES", "ACME_EVENTS", "ACME_DLQ", "KV_acme_sessions", "KV_acme_checkpoints", "KV_acme_mailbox", "KV_acme_runs"}, rep.Created)
 	})
 
 	t.Run("a server that does not answer", func(t *testing.T) {

@@ -464,3 +464,22 @@ func (n Names) SkillsBucket() string { return n.lower() + "_skills" }
 // MemoryBucket is the KV bucket of the Memory plugin (<p>_memory): notes
 // and run archives per scope, shared by every worker.
 func (n Names) MemoryBucket() string { return n.lower() + "_memory" }
+
+// SchedulesStream is the stream of schedules and their fires
+// (<P>_SCHEDULES); RunsStream sources the fires as run requests.
+func (n Names) SchedulesStream() string { return n.upper() + "_SCHEDULES" }
+
+// tokFire is the subject token of schedule fires.
+const tokFire = "fire"
+
+// Fire is the subject a schedule of agent fires to in SchedulesStream
+// (<p>.fire.<agent>); RunsStream sources it as Submit(agent).
+func (n Names) Fire(agent string) (string, error) {
+	if err := ValidateID("agent", agent); err != nil {
+		return "", err
+	}
+	return n.Prefix() + "." + tokFire + "." + agent, nil
+}
+
+// FireWildcard matches every Fire subject (<p>.fire.*).
+func (n Names) FireWildcard() string { return n.Prefix() + "." + tokFire + ".*" }
