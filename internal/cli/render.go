@@ -67,6 +67,10 @@ func follow(ctx context.Context, env *Env, c *client.Client, runID string, asJSO
 }
 
 func decide(ctx context.Context, env *Env, c *client.Client, runID string, call loop.ToolCall, stdin *bufio.Reader) {
+	if q := question(call); q != "" {
+		answerOnTerminal(ctx, env, c, runID, call, q, stdin)
+		return
+	}
 	fmt.Fprintf(env.Stderr, "\n? approve %s(%s) [y/N] ", call.Name, call.Arguments)
 	line, err := stdin.ReadString('\n')
 	d := loop.Reject

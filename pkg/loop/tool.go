@@ -179,3 +179,20 @@ func ToolCallFrom(ctx context.Context) (ToolCall, bool) {
 	tc, ok := ctx.Value(toolCallKey{}).(ToolCall)
 	return tc, ok
 }
+
+type approvalKey struct{}
+
+func withApproval(ctx context.Context, reason string) context.Context {
+	if reason == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, approvalKey{}, reason)
+}
+
+// ApprovalFrom returns the reason given with the approval of the gated
+// call a tool function is executing ("" and false when none was given):
+// a tool whose decision is its input — ask_human's answer — reads it here.
+func ApprovalFrom(ctx context.Context) (string, bool) {
+	r, ok := ctx.Value(approvalKey{}).(string)
+	return r, ok
+}

@@ -21,6 +21,8 @@ type readyCall struct {
 	timeout  time.Duration
 	limit    int
 	renderer Renderer
+	// approval is the reason given with the call's approval (ApprovalFrom).
+	approval string
 }
 
 // taskItem is what a tool task hands to the run goroutine.
@@ -217,16 +219,18 @@ func (ru *run) preflight(call Entry, finish string) (*readyCall, error) {
 		}
 		needs = n
 	}
+	var reason string
 	if needs {
-		approved, err := ru.approve(tc)
+		approved, why, err := ru.approve(tc)
 		if err != nil {
 			return nil, err
 		}
 		if !approved {
 			return nil, ru.reject(call, fmt.Sprintf("Tool %s was not approved.", call.Name))
 		}
+		reason = why
 	}
-	rc := &readyCall{call: call, tool: tool, args: json.RawMessage(argText)}
+	rc := &readyCall{call: call, tool: tool, args: json.RawMessage(argText), approval: reason}
 	rc.retries = ru.agent.DefaultToolRetries
 	if tool.Retries != nil {
 		rc.retries = *tool.Retries
@@ -276,12 +280,12 @@ func safePredicate(ctx context.Context, p ApprovalPredicate, rc *RunContext, arg
 
 // approve collects a decision for a gated call: in band (consumer, hooks),
 // out of band (Approvals), then the approval handler; undecided → denied.
-func (ru *run) approve(tc ToolCall) (bool, error) {
+func (ru *run) approve(tc ToolCall) (bool, string, error) {
 	pd := &pendingDecision{}
 	ru.approvals.register(tc.ID, pd)
 	defer ru.approvals.unregister(tc.ID)
 	if err := ru.emit(&ApprovalRequired{Call: tc, decision: pd}); err != nil {
-		return false, err
+		return false, "", err
 	}
 	d, reason := pd.get()
 	if d == "" {
@@ -294,14 +298,14 @@ func (ru *run) approve(tc ToolCall) (bool, error) {
 			switch {
 			case err != nil:
 				if ce := ru.cancel.Err(); ce != nil {
-					return false, ce
+					return false, "", ce
 				}
 				if ru.parent.Err() != nil {
 					// The caller stopped the run (shutdown): no decision.
-					return false, context.Cause(ru.parent)
+					return false, "", context.Cause(ru.parent)
 				}
 				if err := ru.emit(&ToolCallFailed{Call: tc, Error: Describe(err), Err: err}); err != nil {
-					return false, err
+					return false, "", err
 				}
 				d, reason = Reject, "approval handler failed: "+err.Error()
 			case v == Allow:
@@ -318,9 +322,9 @@ func (ru *run) approve(tc ToolCall) (bool, error) {
 		d, reason = Reject, "no decision was made (fail closed)"
 	}
 	if err := ru.emit(&ApprovalResolved{CallID: tc.ID, Decision: d, Reason: reason}); err != nil {
-		return false, err
+		return false, "", err
 	}
-	return d == Approve, nil
+	return d == Approve, reason, nil
 }
 
 func safeHandler(ctx context.Context, h ApprovalHandler, rc *RunContext, tc ToolCall) (v ApprovalVerdict, why string, err error) {
@@ -370,7 +374,7 @@ func (ru *run) execCall(ctx context.Context, rc *readyCall, sink func(taskItem))
 	if ru.tracing() {
 		_, span = ru.tracer.Start(ctx, "tool_call", Attr{"tool", tc.Name}, Attr{"call_id", tc.ID})
 	}
-	v, err := ru.invoke(withToolCall(ctx, tc), rc)
+	v, err := ru.invoke(withApproval(withToolCall(ctx, tc), rc.approval), rc)
 	span.End(err)
 	if err != nil {
 		if errors.Is(err, ErrCancelled) {

@@ -107,6 +107,7 @@ func Builtin(cfg Config) (Set, error) {
 			return "", context.Cause(ctx)
 		}
 	})
+	s["ask_human"] = AskHuman()
 	s["time_now"] = loop.NewTool("time_now", "The current date and time (UTC, RFC 3339).", func(context.Context, *loop.RunContext, noArgs) (string, error) {
 		return cfg.Now().UTC().Format(time.RFC3339), nil
 	})

@@ -1,4 +1,4 @@
-// Package tools holds the built-in tools of the default worker: echo,
+// Package tools holds the built-in tools of the default worker: echo, ask_human,
 // sleep, time_now, calculator, read_file and append_file (the file tools are
 // confined to a workspace directory).
 //

@@ -26,7 +26,7 @@ func ExampleBuiltin() {
 	out, err := calc.Func(context.Background(), nil, json.RawMessage(`{"expression": "(12*7)+3^2"}`))
 	fmt.Println(out, err)
 	// Output:
-	// [append_file calculator echo read_file sleep time_now]
+	// [append_file ask_human calculator echo read_file sleep time_now]
 	// calculator: Evaluate an arithmetic expression (+ - * / % ^ and parentheses).
 	// 93 <nil>
 }
@@ -68,7 +68,7 @@ func ExampleSet_Select() {
 	// Output:
 	// time_now 2025-07-01T12:00:00Z <nil>
 	// echo hello <nil>
-	// unknown tool "shell" (known: append_file, calculator, echo, read_file, sleep, time_now)
+	// unknown tool "shell" (known: append_file, ask_human, calculator, echo, read_file, sleep, time_now)
 }
 
 func ExampleEval() {

@@ -49,7 +49,7 @@ func TestBuiltinTools(t *testing.T) {
 	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	set, err := Builtin(Config{Workspace: ws, Now: func() time.Time { return now }})
 	require.NoError(t, err)
-	require.Equal(t, []string{"append_file", "calculator", "echo", "read_file", "sleep", "time_now"}, set.Names())
+	require.Equal(t, []string{"append_file", "ask_human", "calculator", "echo", "read_file", "sleep", "time_now"}, set.Names())
 
 	v, err := call(t, set["echo"], map[string]string{"text": "hi"})
 	require.NoError(t, err)

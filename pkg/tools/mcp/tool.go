@@ -85,7 +85,7 @@ func (c *conn) call(ctx context.Context, name, remote string, schema *jsonschema
 	if err != nil {
 		return nil, &loop.ToolError{
 			Tool:    name,
-			Message: fmt.Sprintf("MCP server %q is not available: %v", c.name, err),
+			Message: fmt.Sprintf("MCP server %q is not available: %v; it is being restarted: call the tool again shortly", c.name, err),
 			Hint:    "the worker restarts it with backoff: call the tool again shortly; if this persists, check the server's command or url in the agents file",
 			Cause:   err,
 		}
@@ -131,7 +131,7 @@ func (c *conn) callError(ctx context.Context, name string, err error) error {
 	poke(c.suspect)
 	return &loop.ToolError{
 		Tool:    name,
-		Message: fmt.Sprintf("MCP server %q failed during the call: %v", c.name, err),
+		Message: fmt.Sprintf("MCP server %q failed during the call: %v; it is being restarted: call the tool again", c.name, err),
 		Hint:    "the worker reconnects or restarts the server: call the tool again",
 		Cause:   fmt.Errorf("%w: %w", ErrServerDown, err),
 	}
