@@ -45,6 +45,7 @@ func commands() map[string]command {
 		"inject":  {"send a steering message to a run's next turn", runInject},
 		"session": {"show a session: lovia session show ID", runSession},
 		"tools":   {"list the tools agents can use: built-in, MCP servers (--agents), NATS tool services", runTools},
+		"skills":  {"the Skills plugin's object store: push DIR, ls", runSkills},
 		"agents":  {"the agents registry: apply FILE, ls, get, history, rm", runAgents},
 		"answer":  {"answer a run's ask_human question: lovia answer RUN_ID CALL_ID TEXT", runAnswer},
 		"workers": {"list the live workers: the agents each serves, runs in flight, version", runWorkers},

@@ -161,7 +161,12 @@ func (r *remoteTools) stop(ctx context.Context) error {
 // stop ends what buildDeps started: the MCP servers and the tool-service
 // discovery. Call it after the workers' Stop, so runs in flight keep
 // their tools until they end.
-func (d *fleetDeps) stop(ctx context.Context) error { return d.remote.stop(ctx) }
+func (d *fleetDeps) stop(ctx context.Context) error {
+	if d.plugins != nil {
+		defer d.plugins.Close()
+	}
+	return d.remote.stop(ctx)
+}
 
 // stopDeps stops deps on a fresh deadline, for a defer.
 func stopDeps(d *fleetDeps) {

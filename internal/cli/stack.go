@@ -75,6 +75,7 @@ type fleetDeps struct {
 	registry *loop.Registry
 	catalog  *catalog.Catalog
 	remote   *remoteTools // MCP servers and tool services; nil without
+	plugins  *nats.Conn   // the plugins' stores (plugins.go); nil without
 }
 
 func buildDeps(ctx context.Context, env *Env, wf *workerFlags, fc fleetConn, log *slog.Logger) (*fleetDeps, error) {
@@ -85,11 +86,19 @@ func buildDeps(ctx context.Context, env *Env, wf *workerFlags, fc fleetConn, log
 	}
 	copts := catalog.Options{Tools: ts, Registry: reg}
 	if wf.agents != "" {
-		cat, remote, err := loadAgents(ctx, env, wf.agents, copts, wf.listOnly, fc, log)
+		stores, pc, err := pluginStores(fc)
 		if err != nil {
 			return nil, err
 		}
-		return &fleetDeps{registry: reg, catalog: cat, remote: remote}, nil
+		copts.Plugins = stores
+		cat, remote, err := loadAgents(ctx, env, wf.agents, copts, wf.listOnly, fc, log)
+		if err != nil {
+			if pc != nil {
+				pc.Close()
+			}
+			return nil, err
+		}
+		return &fleetDeps{registry: reg, catalog: cat, remote: remote, plugins: pc}, nil
 	}
 	cat, err := catalog.Default(copts)
 	if err != nil {

@@ -41,6 +41,10 @@ type Options struct {
 	// toolsvc.Registry started before the catalog is built); nil: agents
 	// cannot name tool-service tools.
 	Services ServiceSource
+	// Plugins gives the fleet-native plugins their JetStream stores
+	// (plugins.go); without it agents with those plugins fail at run
+	// start, saying so.
+	Plugins PluginStores
 }
 
 // Agent is one ready agent with its fleet settings.

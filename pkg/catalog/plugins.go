@@ -1,16 +1,31 @@
 package catalog
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"sort"
 	"strings"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/loop"
+	"github.com/lovia-fleet/lovia/pkg/plugins/skills"
 	"github.com/lovia-fleet/lovia/pkg/plugins/todo"
 )
+
+// PluginStores are the fleet's JetStream stores the fleet-native plugins
+// keep their state in.
+type PluginStores struct {
+	// JetStream reaches the stores; nil: none (listing-only processes,
+	// tests of the file's syntax).
+	JetStream jetstream.JetStream
+	// Names are the fleet's subject and bucket names (the zero value: the
+	// default prefix).
+	Names bus.Names
+}
 
 // PluginsSpec is an agent's `plugins:` section: one key per plugin, its
 // value the plugin's settings (`{}` for the defaults). Unknown plugins and
@@ -21,14 +36,26 @@ import (
 type PluginsSpec struct {
 	// Todo enables the Todo plugin (pkg/plugins/todo). It has no settings.
 	Todo *TodoSpec `yaml:"todo" json:"todo,omitempty"`
+	// Skills enables the Skills plugin (pkg/plugins/skills).
+	Skills *SkillsSpec `yaml:"skills" json:"skills,omitempty"`
 }
 
 // TodoSpec are the Todo plugin's settings (none yet).
 type TodoSpec struct{}
 
+// SkillsSpec are the Skills plugin's settings.
+type SkillsSpec struct {
+	// Dir is a folder of skill folders on each worker; empty: the fleet's
+	// object store (`lovia skills push DIR`).
+	Dir string `yaml:"dir" json:"dir,omitempty"`
+	// MaxChars caps each skill text the model reads (default 20000).
+	MaxChars int `yaml:"max_chars" json:"max_chars,omitempty"`
+}
+
 // pluginKinds are the settings type of each plugin, for the key checks.
 var pluginKinds = map[string]reflect.Type{
-	"todo": reflect.TypeFor[TodoSpec](),
+	"todo":   reflect.TypeFor[TodoSpec](),
+	"skills": reflect.TypeFor[SkillsSpec](),
 }
 
 // UnmarshalYAML decodes the section after checking every plugin name and
@@ -75,12 +102,44 @@ func knownPlugins() []string {
 }
 
 // buildPlugins adds the plugins of an agent's `plugins:` section to a.
-func buildPlugins(a *loop.Agent, ps *PluginsSpec, _ Options) error {
+func buildPlugins(a *loop.Agent, ps *PluginsSpec, opts Options) error {
 	if ps == nil {
 		return nil
 	}
 	if ps.Todo != nil {
 		a.Plugins = append(a.Plugins, todo.New())
 	}
+	if s := ps.Skills; s != nil {
+		if s.MaxChars < 0 {
+			return fmt.Errorf("plugins.skills.max_chars %d is negative", s.MaxChars)
+		}
+		var src skills.Source
+		switch {
+		case s.Dir != "":
+			src = skills.Dir(s.Dir)
+		case opts.Plugins.JetStream != nil:
+			src = skills.NewObjectStore(opts.Plugins.JetStream, opts.Plugins.Names.SkillsBucket())
+		default:
+			src = noStore{what: "the skills object store"}
+		}
+		p, err := skills.New(skills.Config{Source: src, MaxChars: s.MaxChars})
+		if err != nil {
+			return err
+		}
+		skills.Attach(a, p)
+	}
 	return nil
+}
+
+// noStore is the source of a plugin built without the fleet's stores.
+type noStore struct{ what string }
+
+func (n noStore) err() error {
+	return fmt.Errorf("%s is not reachable from this process: build the catalog with Options.Plugins (lovia worker and lovia dev do)", n.what)
+}
+
+func (n noStore) Folders(context.Context) ([]string, error)       { return nil, n.err() }
+func (n noStore) Files(context.Context, string) ([]string, error) { return nil, n.err() }
+func (n noStore) ReadFile(context.Context, string, string, int) ([]byte, bool, error) {
+	return nil, false, n.err()
 }

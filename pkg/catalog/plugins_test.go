@@ -1,11 +1,15 @@
 package catalog
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/lovia-fleet/lovia/pkg/loop"
+	"github.com/lovia-fleet/lovia/pkg/plugins/skills"
 	"github.com/lovia-fleet/lovia/pkg/plugins/todo"
 )
 
@@ -27,6 +31,24 @@ func TestPluginsSection(t *testing.T) {
 		require.Equal(t, []string{todo.ToolName}, names)
 	})
 
+	t.Run("skills_from_a_folder", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, "s"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "s", "SKILL.md"), []byte("---\nname: s\ndescription: Does s.\n---\nbody"), 0o644))
+		c, err := Parse([]byte(head+"    plugins:\n      skills: {dir: "+dir+"}\n"), Options{})
+		require.NoError(t, err)
+		a, _ := c.Get("a")
+		require.Len(t, a.Plugins, 1)
+		require.Len(t, a.Fragments, 1)
+		require.Contains(t, a.Fragments[0](context.Background(), nil), "- s: Does s.")
+		var names []string
+		for _, s := range c.ToolSchemas("a") {
+			names = append(names, s.Name)
+		}
+		require.Equal(t, []string{skills.LoadTool, skills.ReadTool}, names)
+	})
+
 	t.Run("none", func(t *testing.T) {
 		t.Parallel()
 		c, err := Parse([]byte(head), Options{})
@@ -36,7 +58,9 @@ func TestPluginsSection(t *testing.T) {
 	})
 
 	for _, tc := range []struct{ name, yaml, want string }{
-		{"unknown_plugin", "    plugins:\n      todos: {}\n", `line 6: unknown plugin "todos" (known: todo`},
+		{"unknown_plugin", "    plugins:\n      todos: {}\n", `line 6: unknown plugin "todos" (known: skills, todo)`},
+		{"unknown_skills_setting", "    plugins:\n      skills: {folder: x}\n", `unknown setting "folder" of plugin "skills" (known: dir, max_chars)`},
+		{"negative_max_chars", "    plugins:\n      skills: {max_chars: -1}\n", `plugins.skills.max_chars -1 is negative`},
 		{"unknown_setting", "    plugins:\n      todo: {size: 3}\n", `line 6: unknown setting "size" of plugin "todo" (known: none)`},
 		{"null_settings", "    plugins:\n      todo:\n", "plugin \"todo\" has no settings: write `todo: {}` for the defaults"},
 		{"not_a_map", "    plugins: [todo]\n", "plugins must be a map of plugin name to its settings"},
