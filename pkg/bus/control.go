@@ -264,6 +264,9 @@ type AgentInfo struct {
 	Model    string   `json:"model" msgpack:"model"`
 	Tools    []string `json:"tools" msgpack:"tools"`
 	Handoffs []string `json:"handoffs" msgpack:"handoffs"`
+	// Schemas are the agent's resolved tools — built-in, MCP, tool
+	// services — with their JSON Schemas, as a run would get them now.
+	Schemas []loop.ToolSchema `json:"schemas,omitempty" msgpack:"schemas,omitempty"`
 }
 
 // Validate checks every agent name.

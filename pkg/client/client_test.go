@@ -439,12 +439,24 @@ func TestAgents(t *testing.T) {
 	f := setup(t)
 	rep, err := f.Client.Agents(context.Background())
 	require.NoError(t, err)
+	agents := normalize(rep.Agents)
+	var schemas [][]string
+	for i := range agents {
+		var names []string
+		for _, s := range agents[i].Schemas {
+			require.NotEmpty(t, s.Parameters, "agent %s tool %s has a schema", agents[i].Name, s.Name)
+			names = append(names, s.Name)
+		}
+		schemas = append(schemas, names)
+		agents[i].Schemas = nil
+	}
 	require.Equal(t, []bus.AgentInfo{
 		{Name: "calc", Model: "scripted", Tools: []string{"echo"}},
 		{Name: "gated", Model: "scripted", Tools: []string{"echo"}},
 		{Name: "napper", Model: "scripted", Tools: []string{"sleep"}},
 		{Name: "sleeper", Model: "scripted", Tools: []string{"sleep"}},
-	}, normalize(rep.Agents))
+	}, agents)
+	require.Equal(t, [][]string{{"echo"}, {"echo"}, {"sleep"}, {"sleep"}}, schemas, "each agent's resolved tools come with their schemas")
 }
 
 // normalize turns empty slices into nil, so agent infos compare whatever

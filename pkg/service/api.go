@@ -584,7 +584,7 @@ func (a *API) Agents() *bus.AgentsReply {
 	infos := a.cfg.Catalog.Infos()
 	out := &bus.AgentsReply{Agents: make([]bus.AgentInfo, 0, len(infos))}
 	for _, in := range infos {
-		out.Agents = append(out.Agents, bus.AgentInfo{Name: in.Name, Model: in.Model, Tools: in.Tools, Handoffs: in.Handoffs})
+		out.Agents = append(out.Agents, bus.AgentInfo{Name: in.Name, Model: in.Model, Tools: in.Tools, Handoffs: in.Handoffs, Schemas: a.cfg.Catalog.ToolSchemas(in.Name)})
 	}
 	sort.Slice(out.Agents, func(i, j int) bool { return out.Agents[i].Name < out.Agents[j].Name })
 	return out

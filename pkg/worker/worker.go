@@ -196,7 +196,7 @@ func agentInfos(c *catalog.Catalog) []bus.AgentInfo {
 	infos := c.Infos()
 	out := make([]bus.AgentInfo, 0, len(infos))
 	for _, in := range infos {
-		out = append(out, bus.AgentInfo{Name: in.Name, Model: in.Model, Tools: in.Tools, Handoffs: in.Handoffs})
+		out = append(out, bus.AgentInfo{Name: in.Name, Model: in.Model, Tools: in.Tools, Handoffs: in.Handoffs, Schemas: c.ToolSchemas(in.Name)})
 	}
 	return out
 }
