@@ -132,4 +132,3 @@ func (s *Schedule) Validate(now time.Time) error {
 	}
 	return nil
 }
-
