@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -238,4 +239,32 @@ func TestPublisherOutageBudget(t *testing.T) {
 	require.ErrorIs(t, err, bus.ErrPublish)
 	require.True(t, errors.Is(err, loop.ErrUnavailable), "an outage, not a failure of the run: %v", err)
 	require.GreaterOrEqual(t, time.Since(start), budget-300*time.Millisecond, "it retried for the budget")
+}
+
+// startPlainNATS starts an in-process NATS server without JetStream.
+func startPlainNATS(t *testing.T) *nats.Conn {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	require.NoError(t, err)
+	go s.Start()
+	require.True(t, s.ReadyForConnections(10*time.Second))
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	nc, err := nats.Connect(s.ClientURL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// TestProvisionWithoutJetStreamFailsAtOnce: a server that has JetStream
+// off is a configuration to fix, not a cluster forming: Provision says so
+// at once (with what to do) instead of waiting.
+func TestProvisionWithoutJetStreamFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	js, err := jetstream.New(startPlainNATS(t))
+	require.NoError(t, err)
+	start := time.Now()
+	_, err = bus.Provision(t.Context(), js, bus.ProvisionConfig{})
+	require.ErrorIs(t, err, bus.ErrJetStreamDisabled)
+	require.Contains(t, err.Error(), "hint: start nats-server with -js")
+	require.Less(t, time.Since(start), 5*time.Second, "no wait for a server that will never have JetStream")
 }

@@ -211,6 +211,9 @@ func (p *provisioner) retry(ctx context.Context, once func() (done bool, err err
 		if err != nil && (!provisionTransient(err) || ctx.Err() != nil) {
 			return outage(err)
 		}
+		if off := jetStreamDisabled(ctx, p.js, err); off != nil {
+			return off
+		}
 		wait := bo.wait()
 		if err == nil && !time.Now().Add(wait).Before(changing) {
 			return errors.New("bus: provision: the stream keeps changing under us")

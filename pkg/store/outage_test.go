@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -355,4 +356,22 @@ func TestOpenWaitsForTheCluster(t *testing.T) {
 	case <-time.After(90 * time.Second):
 		t.Fatal("Open did not return within 90s of the cluster's return")
 	}
+}
+
+// TestOpenWithoutJetStreamFailsAtOnce: Open and EnsureBuckets on a server
+// that has JetStream off fail at once with ErrJetStreamDisabled instead of
+// waiting for a cluster that will never answer.
+func TestOpenWithoutJetStreamFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	s, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	require.NoError(t, err)
+	go s.Start()
+	require.True(t, s.ReadyForConnections(10*time.Second))
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	js := connectRetrying(t, s.ClientURL())
+	start := time.Now()
+	require.ErrorIs(t, EnsureBuckets(t.Context(), js, Config{}), ErrJetStreamDisabled)
+	_, err = Open(t.Context(), js, Config{})
+	require.ErrorIs(t, err, ErrJetStreamDisabled)
+	require.Less(t, time.Since(start), 5*time.Second)
 }

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -123,12 +124,15 @@ func forming(err error) bool {
 // transient, or ctx ends: start-up on a cluster that is still forming
 // (no meta leader yet, streams without a leader). Each failure is logged
 // with the attempt, the error and the next wait.
-func waitFor(ctx context.Context, log *slog.Logger, what string, op func(ctx context.Context) error) error {
+func waitFor(ctx context.Context, js jetstream.JetStream, log *slog.Logger, what string, op func(ctx context.Context) error) error {
 	var bo backoff
 	for attempt := 1; ; attempt++ {
 		err := op(ctx)
 		if err == nil || !retryable(err) && !forming(err) || ctx.Err() != nil {
 			return err
+		}
+		if off := jetStreamDisabled(ctx, js, err); off != nil {
+			return off
 		}
 		d := bo.wait()
 		log.LogAttrs(ctx, slog.LevelWarn, "store: waiting for the cluster",
@@ -137,4 +141,24 @@ func waitFor(ctx context.Context, log *slog.Logger, what string, op func(ctx con
 			return err
 		}
 	}
+}
+
+// ErrJetStreamDisabled is a server that answers but has JetStream off: a
+// configuration to fix, not a cluster forming. Open, EnsureBuckets and
+// OpenResultStore fail with it at once instead of waiting.
+var ErrJetStreamDisabled = errors.New("JetStream is not enabled on the NATS server (start nats-server with -js, or a jetstream {} block in its config)")
+
+// jetStreamDisabled tells a server without JetStream from a cluster that
+// cannot answer yet, after err (no responders for a JetStream API
+// request): only a server with JetStream off answers the account info
+// request with "jetstream not enabled".
+func jetStreamDisabled(ctx context.Context, js jetstream.JetStream, err error) error {
+	if !errors.Is(err, nats.ErrNoResponders) {
+		return nil
+	}
+	_, aerr := js.AccountInfo(ctx)
+	if errors.Is(aerr, jetstream.ErrJetStreamNotEnabled) || errors.Is(aerr, jetstream.ErrJetStreamNotEnabledForAccount) {
+		return fmt.Errorf("%w: %w", ErrJetStreamDisabled, err)
+	}
+	return nil
 }
