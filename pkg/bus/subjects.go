@@ -483,3 +483,23 @@ func (n Names) Fire(agent string) (string, error) {
 
 // FireWildcard matches every Fire subject (<p>.fire.*).
 func (n Names) FireWildcard() string { return n.Prefix() + "." + tokFire + ".*" }
+
+// ScheduleOp is the last token of a schedule API subject
+// (<p>.api.schedule.<op>).
+type ScheduleOp string
+
+// Schedule operations.
+const (
+	OpScheduleAdd    ScheduleOp = "add"
+	OpScheduleList   ScheduleOp = "ls"
+	OpScheduleGet    ScheduleOp = "get"
+	OpScheduleRemove ScheduleOp = "rm"
+	OpSchedulePause  ScheduleOp = "pause"
+	OpScheduleResume ScheduleOp = "resume"
+)
+
+// ScheduleAPI is the request/reply subject of a schedule operation
+// (<p>.api.schedule.<op>).
+func (n Names) ScheduleAPI(op ScheduleOp) string {
+	return n.Prefix() + "." + tokAPI + "." + tokSchedule + "." + string(op)
+}

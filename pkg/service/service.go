@@ -89,6 +89,7 @@ func (s *Service) Start(ctx context.Context) error {
 			return s.api.RegistryRemove(ctx, req)
 		}),
 	)
+	errs = append(errs, s.scheduleEndpoints(add)...) // schedule.go
 	if err := errors.Join(errs...); err != nil {
 		_ = svc.Stop()
 		return err
