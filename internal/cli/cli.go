@@ -46,6 +46,7 @@ func commands() map[string]command {
 		"session": {"show a session: lovia session show ID", runSession},
 		"tools":   {"list the tools agents can use: built-in, MCP servers (--agents), NATS tool services", runTools},
 		"skills":  {"the Skills plugin's object store: push DIR, ls", runSkills},
+		"memory":  {"the Memory plugin's bucket: show SCOPE (session:ID or user:ID)", runMemory},
 		"agents":  {"the agents registry: apply FILE, ls, get, history, rm", runAgents},
 		"answer":  {"answer a run's ask_human question: lovia answer RUN_ID CALL_ID TEXT", runAnswer},
 		"workers": {"list the live workers: the agents each serves, runs in flight, version", runWorkers},

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/catalog"
+	"github.com/lovia-fleet/lovia/pkg/plugins/memory"
 	"github.com/lovia-fleet/lovia/pkg/plugins/skills"
 )
 
@@ -114,6 +116,54 @@ func runSkills(ctx context.Context, env *Env, args []string) int {
 	}
 	for _, s := range skipped {
 		fmt.Fprintf(env.Stderr, "lovia: skipped %s\n", s)
+	}
+	return ExitOK
+}
+
+// runMemory is `lovia memory show SCOPE`.
+func runMemory(ctx context.Context, env *Env, args []string) int {
+	fs := flagSet(env, "memory", "show SCOPE [--json] [--nats URL] [--prefix P]   (SCOPE: session:ID or user:ID)")
+	nf := addNATSFlags(fs, env)
+	asJSON := fs.Bool("json", false, "print the records as JSON")
+	pos, ok := parse(fs, args)
+	if !ok {
+		return ExitUsage
+	}
+	if len(pos) != 2 || pos[0] != "show" {
+		return usageErr(env, fs, "say show SCOPE, where SCOPE is session:ID or user:ID")
+	}
+	kind, id, _ := strings.Cut(pos[1], ":")
+	if (kind != string(memory.BySession) && kind != string(memory.ByUser)) || id == "" {
+		return usageErr(env, fs, fmt.Sprintf("scope %q: write session:ID or user:ID", pos[1]))
+	}
+	js, names, nc, err := fleetJS(nf, "memory")
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	defer nc.Close()
+	rctx, cancel := requestCtx(ctx)
+	defer cancel()
+	recs, err := memory.NewKV(js, names.MemoryBucket(), 1).List(rctx, pos[1])
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	if *asJSON {
+		if recs == nil {
+			recs = []memory.Record{}
+		}
+		printJSON(env, recs)
+		return ExitOK
+	}
+	if len(recs) == 0 {
+		fmt.Fprintf(env.Stdout, "no memories for %s\n", pos[1])
+		return ExitOK
+	}
+	for _, r := range recs {
+		text := r.Text
+		if r.Kind == memory.KindArchive {
+			text = fmt.Sprintf("asked %q, answered %q", r.Input, r.Output)
+		}
+		fmt.Fprintf(env.Stdout, "%s\t%s\t%s\t%s\n", r.Kind, r.ID, r.CreatedAt.Format(time.RFC3339), text)
 	}
 	return ExitOK
 }

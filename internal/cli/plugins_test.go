@@ -92,3 +92,49 @@ func TestSkillsUsage(t *testing.T) {
 	require.Equal(t, ExitFailure, code)
 	require.Contains(t, errs, "cannot connect to NATS")
 }
+
+// TestDevMemoryShow: a run of `lovia dev` remembers a note in the fleet's
+// bucket; `lovia memory show` prints it and the run's archive.
+func TestDevMemoryShow(t *testing.T) {
+	dir := t.TempDir()
+	agents := filepath.Join(dir, "agents.yaml")
+	writePluginFile(t, agents, `
+agents:
+  - name: keeper
+    model: scripted
+    plugins:
+      memory: {}
+    script:
+      - call: {name: remember, args: {text: Deploys on Fridays are banned.}, id: m1}
+      - text: Noted.
+`)
+	url := startDev(t, "--agents", agents, "--workers", "1")
+	env := getenv(map[string]string{"NATS_URL": url})
+
+	code, out, errs := runCLI(t, env, "memory", "show", "session:team")
+	require.Equal(t, ExitOK, code, errs)
+	require.Equal(t, "no memories for session:team\n", out)
+
+	code, _, errs = runCLI(t, env, "run", "--agent", "keeper", "--session", "team", "remember this")
+	require.Equal(t, ExitOK, code, errs)
+	code, out, errs = runCLI(t, env, "memory", "show", "session:team")
+	require.Equal(t, ExitOK, code, errs)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 2, out)
+	require.Regexp(t, `^note\t[0-9a-f]{12}\t\S+\tDeploys on Fridays are banned\.$`, lines[0])
+	require.Regexp(t, `^archive\t\S+\t\S+\tasked "remember this", answered "Noted\."$`, lines[1])
+
+	code, out, errs = runCLI(t, env, "memory", "show", "session:team", "--json")
+	require.Equal(t, ExitOK, code, errs)
+	require.Contains(t, out, `"text": "Deploys on Fridays are banned."`)
+}
+
+func TestMemoryUsage(t *testing.T) {
+	t.Parallel()
+	env := getenv(map[string]string{"NATS_URL": "nats://127.0.0.1:1"})
+	for _, args := range [][]string{{"memory"}, {"memory", "ls"}, {"memory", "show", "team"}, {"memory", "show", "group:x"}, {"memory", "show", "user:"}} {
+		code, _, errs := runCLI(t, env, args...)
+		require.Equal(t, ExitUsage, code, args)
+		require.Contains(t, errs, "session:ID or user:ID", args)
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/loop"
+	"github.com/lovia-fleet/lovia/pkg/plugins/memory"
 	"github.com/lovia-fleet/lovia/pkg/plugins/skills"
 	"github.com/lovia-fleet/lovia/pkg/plugins/todo"
 )
@@ -25,6 +26,9 @@ type PluginStores struct {
 	// Names are the fleet's subject and bucket names (the zero value: the
 	// default prefix).
 	Names bus.Names
+	// Replicas is the number of copies of a bucket a plugin creates (the
+	// memory bucket, at its first write); below 1: 1.
+	Replicas int
 }
 
 // PluginsSpec is an agent's `plugins:` section: one key per plugin, its
@@ -38,6 +42,8 @@ type PluginsSpec struct {
 	Todo *TodoSpec `yaml:"todo" json:"todo,omitempty"`
 	// Skills enables the Skills plugin (pkg/plugins/skills).
 	Skills *SkillsSpec `yaml:"skills" json:"skills,omitempty"`
+	// Memory enables the Memory plugin (pkg/plugins/memory).
+	Memory *MemorySpec `yaml:"memory" json:"memory,omitempty"`
 }
 
 // TodoSpec are the Todo plugin's settings (none yet).
@@ -52,10 +58,22 @@ type SkillsSpec struct {
 	MaxChars int `yaml:"max_chars" json:"max_chars,omitempty"`
 }
 
+// MemorySpec are the Memory plugin's settings.
+type MemorySpec struct {
+	// Scope is what memories belong to: session (default) or user.
+	Scope string `yaml:"scope" json:"scope,omitempty"`
+	// UserKey is the run metadata key holding the user id (default
+	// user_id), for scope user.
+	UserKey string `yaml:"user_key" json:"user_key,omitempty"`
+	// MaxNotes caps the notes written into the system prompt (default 20).
+	MaxNotes int `yaml:"max_notes" json:"max_notes,omitempty"`
+}
+
 // pluginKinds are the settings type of each plugin, for the key checks.
 var pluginKinds = map[string]reflect.Type{
 	"todo":   reflect.TypeFor[TodoSpec](),
 	"skills": reflect.TypeFor[SkillsSpec](),
+	"memory": reflect.TypeFor[MemorySpec](),
 }
 
 // UnmarshalYAML decodes the section after checking every plugin name and
@@ -128,6 +146,23 @@ func buildPlugins(a *loop.Agent, ps *PluginsSpec, opts Options) error {
 		}
 		skills.Attach(a, p)
 	}
+	if m := ps.Memory; m != nil {
+		if m.Scope != "" && m.Scope != string(memory.BySession) && m.Scope != string(memory.ByUser) {
+			return fmt.Errorf("plugins.memory.scope %q: use session or user", m.Scope)
+		}
+		if m.MaxNotes < 0 {
+			return fmt.Errorf("plugins.memory.max_notes %d is negative", m.MaxNotes)
+		}
+		var st memory.Store = noStore{what: "the memory bucket"}
+		if js := opts.Plugins.JetStream; js != nil {
+			st = memory.NewKV(js, opts.Plugins.Names.MemoryBucket(), opts.Plugins.Replicas)
+		}
+		p, err := memory.New(memory.Config{Store: st, Scope: memory.ScopeKind(m.Scope), UserKey: m.UserKey, MaxNotes: m.MaxNotes})
+		if err != nil {
+			return err
+		}
+		memory.Attach(a, p)
+	}
 	return nil
 }
 
@@ -143,3 +178,8 @@ func (n noStore) Files(context.Context, string) ([]string, error) { return nil, 
 func (n noStore) ReadFile(context.Context, string, string, int) ([]byte, bool, error) {
 	return nil, false, n.err()
 }
+func (n noStore) Put(context.Context, string, memory.Record) error { return n.err() }
+func (n noStore) Delete(context.Context, string, memory.Kind, string) error {
+	return n.err()
+}
+func (n noStore) List(context.Context, string) ([]memory.Record, error) { return nil, n.err() }

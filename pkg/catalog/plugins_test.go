@@ -58,7 +58,7 @@ func TestPluginsSection(t *testing.T) {
 	})
 
 	for _, tc := range []struct{ name, yaml, want string }{
-		{"unknown_plugin", "    plugins:\n      todos: {}\n", `line 6: unknown plugin "todos" (known: skills, todo)`},
+		{"unknown_plugin", "    plugins:\n      todos: {}\n", `line 6: unknown plugin "todos" (known: memory, skills, todo)`},
 		{"unknown_skills_setting", "    plugins:\n      skills: {folder: x}\n", `unknown setting "folder" of plugin "skills" (known: dir, max_chars)`},
 		{"negative_max_chars", "    plugins:\n      skills: {max_chars: -1}\n", `plugins.skills.max_chars -1 is negative`},
 		{"unknown_setting", "    plugins:\n      todo: {size: 3}\n", `line 6: unknown setting "size" of plugin "todo" (known: none)`},
