@@ -50,6 +50,9 @@ func commands() map[string]command {
 		"agents":  {"the agents registry: apply FILE, ls, get, history, rm", runAgents},
 		"answer":  {"answer a run's ask_human question: lovia answer RUN_ID CALL_ID TEXT", runAnswer},
 		"workers": {"list the live workers: the agents each serves, runs in flight, version", runWorkers},
+
+		// Scheduled runs (schedule.go).
+		"schedule": {"scheduled runs: add NAME (--at | --every | --cron), ls, rm, pause, resume", runSchedule},
 	}
 }
 

@@ -67,6 +67,9 @@ func (g *Gateway) routes() http.Handler {
 	} {
 		mux.HandleFunc(pattern, h)
 	}
+	for pattern, h := range g.scheduleRoutes() { // schedules.go
+		mux.HandleFunc(pattern, h)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.serve(mux, w, r) })
 }
 
@@ -105,7 +108,7 @@ func known(pattern string) bool {
 		routeRegistryApply, routeRegistryList, routeRegistryGet, routeRegistryHistory, routeRegistryRemove:
 		return true
 	}
-	return false
+	return isScheduleRoute(pattern) // schedules.go
 }
 
 // authorized checks the bearer token in constant time (against every

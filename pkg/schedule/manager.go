@@ -287,18 +287,18 @@ func (m *Manager) publishError(op, name string, err error) error {
 		case strings.Contains(apiErr.Description, "time zone"):
 			return invalid("time_zone", "the server refused the zone: "+apiErr.Description, "use an IANA zone name such as Europe/Paris")
 		case strings.Contains(apiErr.Description, "disabled"):
-			return fmt.Errorf("schedule: %s %s: %w (run `lovia provision` or start a worker, which provisions the schedules stream)", op, name, err)
+			return fmt.Errorf("schedule: %s %s: %w (start a lovia worker or gateway once: they provision the schedules stream)", op, name, err)
 		}
 	}
 	if errors.Is(err, jetstream.ErrNoStreamResponse) {
-		return fmt.Errorf("schedule: %s %s: no schedules stream answered: %w (provision the streams: start a worker or the API service once)", op, name, err)
+		return fmt.Errorf("schedule: %s %s: no schedules stream answered: %w (start a lovia worker or gateway once: they provision the streams)", op, name, err)
 	}
 	return fmt.Errorf("schedule: %s %s: %w", op, name, err)
 }
 
 func (m *Manager) streamError(err error) error {
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return fmt.Errorf("%w: %s: %w (provision the streams: start a worker or the API service once)", bus.ErrStreamMissing, m.names.SchedulesStream(), err)
+		return fmt.Errorf("%w: %s: %w (start a lovia worker or gateway once: they provision the streams)", bus.ErrStreamMissing, m.names.SchedulesStream(), err)
 	}
 	return fmt.Errorf("schedule: %s: %w", m.names.SchedulesStream(), err)
 }

@@ -114,3 +114,11 @@ func decodeStrict(body []byte, v any) error {
 	}
 	return nil
 }
+
+// DecodeSchedule decodes the JSON body of an add (unknown fields are
+// refused), for the gateway to answer as the API does.
+func DecodeSchedule(body []byte) (schedule.Schedule, error) {
+	var sc schedule.Schedule
+	err := decodeStrict(body, &sc)
+	return sc, err
+}

@@ -1,0 +1,150 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lovia-fleet/lovia/pkg/schedule"
+)
+
+const scheduleUsage = `add NAME --agent A --input TEXT (--at TIME | --every DURATION | --cron "EXPR" [--tz ZONE]) [--session S] | ls | rm NAME | pause NAME | resume NAME
+
+Scheduled runs: each fire is an ordinary run of the agent (run id
+sched-<name>-<unix>), queued even while no worker is up. Cron expressions
+have six fields, seconds first: "0 30 9 * * 1-5" is 09:30:00 on weekdays.`
+
+// runSchedule is `lovia schedule`: scheduled runs.
+func runSchedule(ctx context.Context, env *Env, args []string) int {
+	fs := flagSet(env, "schedule", scheduleUsage)
+	nf := addNATSFlags(fs, env)
+	agent := fs.String("agent", "", "add: the agent each fire runs")
+	input := fs.String("input", "", "add: each run's input")
+	session := fs.String("session", "", "add: continue this session on every run")
+	at := fs.String("at", "", "add: fire once at this time (RFC 3339: 2026-12-24T18:00:00Z)")
+	every := fs.Duration("every", 0, "add: fire at this interval (at least 1s: 30s, 15m, 24h)")
+	cron := fs.String("cron", "", `add: fire on this six-field cron expression ("0 30 9 * * 1-5") or @hourly, @daily, @weekly`)
+	tz := fs.String("tz", "", "add: the IANA time zone --cron is read in (default UTC)")
+	pos, ok := parse(fs, args)
+	if !ok {
+		return ExitUsage
+	}
+	if len(pos) == 0 {
+		return usageErr(env, fs, "name a subcommand: add, ls, rm, pause or resume")
+	}
+	want := map[string]int{"add": 2, "ls": 1, "rm": 2, "pause": 2, "resume": 2}
+	n, known := want[pos[0]]
+	if !known {
+		return usageErr(env, fs, fmt.Sprintf("unknown subcommand %q: use add, ls, rm, pause or resume", pos[0]))
+	}
+	if len(pos) != n {
+		return usageErr(env, fs, "use: lovia schedule "+strings.Split(scheduleUsage, "\n")[0])
+	}
+	var sc schedule.Schedule
+	if pos[0] == "add" {
+		sc = schedule.Schedule{Name: pos[1], Agent: *agent, Input: *input, SessionID: *session,
+			Every: schedule.Duration(*every), Cron: *cron, TimeZone: *tz}
+		if *at != "" {
+			t, err := time.Parse(time.RFC3339, *at)
+			if err != nil {
+				return usageErr(env, fs, fmt.Sprintf("--at %q: want an RFC 3339 time with a zone, such as 2026-12-24T18:00:00Z or 2026-12-24T18:00:00+01:00", *at))
+			}
+			sc.At = t
+		}
+		// Check before connecting: bad input needs no server.
+		if err := sc.Validate(time.Now()); err != nil {
+			return fail(env.Stderr, err)
+		}
+	}
+	nc, err := nf.connect("schedule")
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	defer nc.Close()
+	rctx, cancel := requestCtx(ctx)
+	defer cancel()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	m, err := schedule.New(schedule.Config{JS: js, Prefix: nf.prefix})
+	if err != nil {
+		return usageErr(env, fs, err.Error())
+	}
+	switch pos[0] {
+	case "add":
+		s, err := m.Add(rctx, sc)
+		if err != nil {
+			return fail(env.Stderr, err)
+		}
+		fmt.Fprintf(env.Stdout, "schedule %s added: %s runs %s\n", s.Name, scheduleWhen(s), s.Agent)
+	case "ls":
+		list, err := m.List(rctx)
+		if err != nil {
+			return fail(env.Stderr, err)
+		}
+		if len(list) == 0 {
+			fmt.Fprintln(env.Stdout, "no schedules (add one with lovia schedule add)")
+			return ExitOK
+		}
+		tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tAGENT\tWHEN\tSTATE\tSESSION\tINPUT")
+		for _, s := range list {
+			state := "active"
+			if s.Paused {
+				state = "paused"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Agent, scheduleWhen(s), state, scheduleDash(s.SessionID), scheduleClip(s.Input, 40))
+		}
+		_ = tw.Flush()
+	case "rm":
+		if err := m.Remove(rctx, pos[1]); err != nil {
+			return fail(env.Stderr, err)
+		}
+		fmt.Fprintf(env.Stdout, "schedule %s removed (runs it already fired are kept)\n", pos[1])
+	case "pause":
+		if _, err := m.Pause(rctx, pos[1]); err != nil {
+			return fail(env.Stderr, err)
+		}
+		fmt.Fprintf(env.Stdout, "schedule %s paused (lovia schedule resume %s starts it again)\n", pos[1], pos[1])
+	case "resume":
+		s, err := m.Resume(rctx, pos[1])
+		if err != nil {
+			return fail(env.Stderr, err)
+		}
+		fmt.Fprintf(env.Stdout, "schedule %s resumed: %s\n", s.Name, scheduleWhen(s))
+	}
+	return ExitOK
+}
+
+// scheduleWhen is when a schedule fires, for people.
+func scheduleWhen(s schedule.Schedule) string {
+	switch {
+	case !s.At.IsZero():
+		return "at " + s.At.UTC().Format(time.RFC3339)
+	case s.Every != 0:
+		return "every " + time.Duration(s.Every).String()
+	case s.TimeZone != "":
+		return "cron " + s.Cron + " (" + s.TimeZone + ")"
+	}
+	return "cron " + s.Cron + " (UTC)"
+}
+
+func scheduleDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func scheduleClip(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
