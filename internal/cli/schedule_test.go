@@ -41,7 +41,7 @@ func TestScheduleCommands(t *testing.T) {
 
 	_, errs, code = lovia("schedule", "ls")
 	require.Equal(t, ExitFailure, code)
-	require.Contains(t, errs, "start a worker", "an unprovisioned fleet says how to provision it")
+	require.Contains(t, errs, "start a lovia worker or gateway once", "an unprovisioned fleet says how to provision it")
 
 	nc, err := nats.Connect(srv.ClientURL())
 	require.NoError(t, err)
