@@ -255,6 +255,10 @@ func build(s Spec, visible []string, opts Options) (*Agent, error) {
 		}
 		a.Provider = p
 	}
+	var err error
+	if opts.Tools, err = withHTTPTools(opts.Tools, s); err != nil {
+		return nil, err
+	}
 	sel, err := selectTools(s, visible, opts)
 	if err != nil {
 		return nil, err

@@ -97,5 +97,5 @@ func ExampleParse_unknownField() {
 	fmt.Println(err)
 	// Output:
 	// invalid YAML:
-	//   line 3: unknown key "modle" in an agent (known: name, instructions, model, tools, handoffs, approval, output_schema, max_turns, approval_timeout, script, mcp_servers, plugins)
+	//   line 3: unknown key "modle" in an agent (known: name, instructions, model, tools, handoffs, approval, output_schema, max_turns, approval_timeout, script, mcp_servers, plugins, http)
 }

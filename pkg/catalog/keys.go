@@ -18,6 +18,7 @@ var sections = map[string]reflect.Type{
 	"ScriptCall": reflect.TypeFor[ScriptCall](),
 	"RawCall":    reflect.TypeFor[RawCall](),
 	"MCPServer":  reflect.TypeFor[MCPServer](),
+	"HTTPSpec":   reflect.TypeFor[HTTPSpec](),
 }
 
 var sectionNames = map[string]string{
@@ -27,6 +28,7 @@ var sectionNames = map[string]string{
 	"ScriptCall": "a scripted call",
 	"RawCall":    "a raw_call",
 	"MCPServer":  "an MCP server",
+	"HTTPSpec":   "the http section",
 }
 
 var unknownFieldRE = regexp.MustCompile(`^(line \d+: )field (\S+) not found in type catalog\.(\w+)$`)

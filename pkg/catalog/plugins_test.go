@@ -49,6 +49,16 @@ func TestPluginsSection(t *testing.T) {
 		require.Equal(t, []string{skills.LoadTool, skills.ReadTool}, names)
 	})
 
+	t.Run("memory_without_stores_says_so", func(t *testing.T) {
+		t.Parallel()
+		c, err := Parse([]byte(head+"    plugins:\n      memory: {scope: user}\n"), Options{})
+		require.NoError(t, err)
+		a, _ := c.Get("a")
+		require.Len(t, a.Plugins, 1)
+		_, err = a.Plugins[0].(loop.PluginTools).Tools()[0].Func(context.Background(), &loop.RunContext{Metadata: map[string]any{"user_id": "u"}}, []byte(`{"text":"x"}`))
+		require.ErrorContains(t, err, "the memory bucket is not reachable from this process")
+	})
+
 	t.Run("none", func(t *testing.T) {
 		t.Parallel()
 		c, err := Parse([]byte(head), Options{})
@@ -60,6 +70,8 @@ func TestPluginsSection(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"unknown_plugin", "    plugins:\n      todos: {}\n", `line 6: unknown plugin "todos" (known: memory, skills, todo)`},
 		{"unknown_skills_setting", "    plugins:\n      skills: {folder: x}\n", `unknown setting "folder" of plugin "skills" (known: dir, max_chars)`},
+		{"memory_scope", "    plugins:\n      memory: {scope: team}\n", `plugins.memory.scope "team": use session or user`},
+		{"memory_unknown_setting", "    plugins:\n      memory: {ttl: 1h}\n", `unknown setting "ttl" of plugin "memory" (known: scope, user_key, max_notes)`},
 		{"negative_max_chars", "    plugins:\n      skills: {max_chars: -1}\n", `plugins.skills.max_chars -1 is negative`},
 		{"unknown_setting", "    plugins:\n      todo: {size: 3}\n", `line 6: unknown setting "size" of plugin "todo" (known: none)`},
 		{"null_settings", "    plugins:\n      todo:\n", "plugin \"todo\" has no settings: write `todo: {}` for the defaults"},

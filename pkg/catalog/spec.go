@@ -31,6 +31,8 @@ type Spec struct {
 	MCPServers map[string]MCPServer `yaml:"mcp_servers" json:"mcp_servers,omitempty"`
 	// Plugins are the plugins the agent runs with, by name (plugins.go).
 	Plugins *PluginsSpec `yaml:"plugins" json:"plugins,omitempty"`
+	// HTTP bounds the agent's http_request and read_page (http.go).
+	HTTP *HTTPSpec `yaml:"http" json:"http,omitempty"`
 }
 
 // MCPServer declares an MCP server: a stdio server (command, args, env,
