@@ -259,3 +259,68 @@ func TestDuplicateFireIsOneRun(t *testing.T) {
 	}
 	require.Equal(t, 2, n, "one run_started and one run_completed: %v", types)
 }
+
+// TestResumeAfterAtPassed: an @at schedule paused before its time does not
+// fire at its time; resumed after it, it fires once, at once, as the run
+// named by its time.
+func TestResumeAfterAtPassed(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	at := time.Now().Add(3 * time.Second).Truncate(time.Second)
+	_, err := b.m.Add(b.ctx, schedule.Schedule{Name: "late", Agent: "digest", Input: "x", At: at})
+	require.NoError(t, err)
+	_, err = b.m.Pause(b.ctx, "late")
+	require.NoError(t, err)
+
+	// A probe schedule added after the @at's time that has fired twice
+	// shows the scheduler ran past it.
+	require.Eventually(t, func() bool { return time.Now().After(at) }, 30*time.Second, 50*time.Millisecond, "waited for %s to pass", at)
+	_, err = b.m.Add(b.ctx, schedule.Schedule{Name: "probe", Agent: "other", Input: "x", Every: schedule.Duration(time.Second)})
+	require.NoError(t, err)
+	b.waitCount(t, "LOVIA_SCHEDULES", "lovia.fire.other", 2, "two fires of the probe schedule")
+	require.Zero(t, b.count(t, "LOVIA_SCHEDULES", "lovia.fire.digest"), "no fire while paused")
+
+	_, err = b.m.Resume(b.ctx, "late")
+	require.NoError(t, err)
+	b.waitCount(t, "LOVIA_RUNS", "lovia.submit.digest", 1, "the fire after the resume")
+	reqs := b.requests(t, "lovia.submit.digest")
+	require.Len(t, reqs, 1)
+	require.Equal(t, "sched-late-"+fmt.Sprint(at.Unix()), runID(t, reqs[0]))
+	_, err = b.m.Get(b.ctx, "late")
+	require.ErrorIs(t, err, schedule.ErrNotFound, "an @at schedule is gone once it fired")
+}
+
+// TestMissedFiresCoalesce: fires an @every 1s schedule missed while the
+// server was down are not made up one by one: once it is back, every fire
+// names a next fire after its own time (a catch-up fire would name a slot
+// already past), and each is its own run.
+func TestMissedFiresCoalesce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, err := b.m.Add(b.ctx, schedule.Schedule{Name: "beat", Agent: "digest", Input: "x", Every: schedule.Duration(time.Second)})
+	require.NoError(t, err)
+	b.waitCount(t, "LOVIA_SCHEDULES", "lovia.fire.digest", 1, "a fire before the outage")
+	before := b.count(t, "LOVIA_SCHEDULES", "lovia.fire.digest")
+	b.f.RestartServer(4 * time.Second) // about four fires missed
+	b.waitCount(t, "LOVIA_SCHEDULES", "lovia.fire.digest", before+2, "two fires after the outage")
+	require.NoError(t, b.m.Remove(b.ctx, "beat"))
+
+	s, err := b.f.JS.Stream(b.ctx, "LOVIA_SCHEDULES")
+	require.NoError(t, err)
+	info, err := s.Info(b.ctx)
+	require.NoError(t, err)
+	ids := map[string]bool{}
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		m, err := s.GetMsg(b.ctx, seq)
+		if err != nil || m.Subject != "lovia.fire.digest" {
+			continue
+		}
+		next, err := time.Parse(time.RFC3339Nano, m.Header.Get(bus.HeaderScheduleNext))
+		require.NoError(t, err)
+		require.False(t, next.Before(m.Time.Add(-time.Second)), "fire stored at %s names next fire %s: a made-up missed fire", m.Time, next)
+		id := bus.ScheduledRunID(m.Header)
+		require.False(t, ids[id], "two fires with run id %s", id)
+		ids[id] = true
+	}
+	require.GreaterOrEqual(t, len(ids), int(before)+2)
+}
