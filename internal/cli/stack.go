@@ -90,6 +90,7 @@ func buildDeps(ctx context.Context, env *Env, wf *workerFlags, fc fleetConn, log
 		if err != nil {
 			return nil, err
 		}
+		stores.Replicas = wf.replicas
 		copts.Plugins = stores
 		cat, remote, err := loadAgents(ctx, env, wf.agents, copts, wf.listOnly, fc, log)
 		if err != nil {
