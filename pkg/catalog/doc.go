@@ -3,4 +3,11 @@
 // picked from a tool set, handoffs linked by name, approval gates and
 // scripted models for tests. A built-in demo agent exists when no file is
 // given.
+//
+// # Plugins and standard tools
+//
+// An agent's `plugins:` section ([PluginsSpec]) adds the Todo, Skills and
+// Memory plugins (pkg/plugins/...); the fleet-native ones keep their state
+// in the JetStream stores of [Options.Plugins]. Its `http:` section
+// ([HTTPSpec]) bounds the http_request and read_page tools it names.
 package catalog
