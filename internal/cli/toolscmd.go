@@ -71,6 +71,8 @@ func runTools(ctx context.Context, env *Env, args []string) int {
 	for _, n := range ts.Names() {
 		builtin = append(builtin, ts[n])
 	}
+	// Built per agent from its http: section; the schemas are the same.
+	builtin = append(builtin, tools.HTTPRequest(tools.HTTPPolicy{}), tools.ReadPage(tools.HTTPPolicy{}))
 	l.Builtin = entries(builtin)
 
 	if *agents != "" {

@@ -58,6 +58,8 @@ func TestToolsCommand(t *testing.T) {
 		return n
 	}
 	require.Contains(t, names(l.Builtin), "calculator")
+	require.Contains(t, names(l.Builtin), "http_request")
+	require.Contains(t, names(l.Builtin), "read_page")
 	require.Len(t, l.MCP, 1)
 	require.Equal(t, "everything", l.MCP[0].Server)
 	require.Contains(t, names(l.MCP[0].Tools), "everything__echo")
