@@ -16,7 +16,11 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// The server's wait for a stream source's consumer (the runs stream sources
+// the schedules' fires) can outlive a test server by up to 30 s.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*stream).trySetupSourceConsumer.func3"))
+}
 
 // syncBuf is a goroutine-safe buffer.
 type syncBuf struct {

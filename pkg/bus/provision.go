@@ -104,7 +104,6 @@ func runsStreamConfig(n Names, c ProvisionConfig) jetstream.StreamConfig {
 		MaxMsgSize:        c.Runs.MaxMsgSize,
 		Duplicates:        c.Runs.Duplicates,
 		AllowDirect:       true,
-		Sources:           scheduleFireSources(n), // schedule.go
 	}
 }
 
@@ -347,7 +346,6 @@ func reconcileStream(have, want jetstream.StreamConfig) (jetstream.StreamConfig,
 	if want.AllowMsgSchedules {
 		setField(&changed, "allow_msg_schedules", &out.AllowMsgSchedules, want.AllowMsgSchedules)
 	}
-	reconcileSources(&changed, &out, want) // schedule.go
 	if want.AllowAtomicPublish {
 		setField(&changed, "allow_atomic", &out.AllowAtomicPublish, want.AllowAtomicPublish)
 	}

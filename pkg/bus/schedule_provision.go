@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"context"
 	"fmt"
 	"slices"
 
@@ -12,7 +13,8 @@ import (
 // (<p>.fire.<agent>). The server fires only to subjects of the schedule's
 // own stream and refuses schedules on a DiscardNew stream, which the runs
 // stream is (a full queue refuses new runs rather than drop waiting ones),
-// so schedules live here and the runs stream sources the fires.
+// so schedules live here and the runs stream sources the fires (see
+// EnsureScheduleSource).
 //
 // Schedule messages carry Nats-TTL: never, so MaxAge (Runs.MaxAge) drops
 // only fires, which the runs stream has copied long before.
@@ -54,10 +56,37 @@ func scheduleFireSources(n Names) []*jetstream.StreamSource {
 	}}
 }
 
+// EnsureScheduleSource makes the runs stream source the schedules' fires
+// (<p>.fire.<agent> as <p>.submit.<agent>), adding the source when it is
+// missing and keeping any others an operator added. The schedule Manager
+// calls it before it adds or resumes a schedule, so a fleet that never
+// schedules anything runs no source consumer; once added, Provision keeps
+// it. The source copies the fires already stored too: their run ids are
+// the fires' own, so a copy of a fire already run is that run again, not a
+// new one.
+func EnsureScheduleSource(ctx context.Context, js jetstream.JetStream, names Names) error {
+	ctx, cancel := withDefaultTimeout(ctx, DefaultProvisionTimeout)
+	defer cancel()
+	s, err := js.Stream(ctx, names.RunsStream())
+	if err != nil {
+		return fmt.Errorf("bus: the schedules' source on %s: %w", names.RunsStream(), streamMissing(err, names.RunsStream()))
+	}
+	cfg := s.CachedInfo().Config
+	var changed []string
+	reconcileSources(&changed, &cfg, scheduleFireSources(names))
+	if len(changed) == 0 {
+		return nil
+	}
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("bus: add the schedules' source to %s: %w", names.RunsStream(), err)
+	}
+	return nil
+}
+
 // reconcileSources adds the sources want names (by stream name and
 // transforms) that have lacks, keeping any others an operator added.
-func reconcileSources(changed *[]string, have *jetstream.StreamConfig, want jetstream.StreamConfig) {
-	for _, w := range want.Sources {
+func reconcileSources(changed *[]string, have *jetstream.StreamConfig, want []*jetstream.StreamSource) {
+	for _, w := range want {
 		if slices.ContainsFunc(have.Sources, func(h *jetstream.StreamSource) bool { return sameSource(h, w) }) {
 			continue
 		}

@@ -75,10 +75,11 @@ func TestScheduleNames(t *testing.T) {
 	require.Error(t, err)
 }
 
-// TestProvisionEnablesSchedules: a runs stream of an earlier release (no
-// source of fires) is updated in place, keeping its messages, not refused,
-// and the schedules stream is created.
-func TestProvisionEnablesSchedules(t *testing.T) {
+// TestScheduleSource: Provision creates the schedules stream and leaves a
+// runs stream of an earlier release alone (no source consumer until a
+// schedule exists); EnsureScheduleSource adds the source in place, keeping
+// the waiting requests, and a second call and Provision keep it.
+func TestScheduleSource(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := ctxT(t)
@@ -91,24 +92,41 @@ func TestProvisionEnablesSchedules(t *testing.T) {
 	_, err = b.js.Publish(ctx, "lovia.submit.demo", []byte(`{"input":"hi"}`))
 	require.NoError(t, err)
 
-	rep, err := bus.Provision(ctx, b.js, bus.ProvisionConfig{})
+	_, err = bus.Provision(ctx, b.js, bus.ProvisionConfig{})
 	require.NoError(t, err)
-	require.Contains(t, rep.Updated, "LOVIA_RUNS")
-	s, err := b.js.Stream(ctx, "LOVIA_RUNS")
-	require.NoError(t, err)
-	cfg := s.CachedInfo().Config
-	require.Len(t, cfg.Sources, 1, "the runs stream sources the schedules' fires")
-	require.Equal(t, "LOVIA_SCHEDULES", cfg.Sources[0].Name)
-	require.Equal(t, []string{"lovia.submit.*"}, cfg.Subjects)
-	require.Equal(t, uint64(1), s.CachedInfo().State.Msgs, "the waiting request is kept")
 	sched, err := b.js.Stream(ctx, "LOVIA_SCHEDULES")
 	require.NoError(t, err)
 	sc := sched.CachedInfo().Config
 	require.True(t, sc.AllowMsgSchedules, "message schedules enabled")
 	require.True(t, sc.AllowMsgTTL, "schedule messages outlive MaxAge with Nats-TTL: never")
 	require.ElementsMatch(t, []string{"lovia.schedule.*", "lovia.fire.*"}, sc.Subjects)
-
-	rep, err = bus.Provision(ctx, b.js, bus.ProvisionConfig{})
+	s, err := b.js.Stream(ctx, "LOVIA_RUNS")
 	require.NoError(t, err)
-	require.Contains(t, rep.Unchanged, "LOVIA_RUNS", "the server's view of the source matches ours")
+	require.Empty(t, s.CachedInfo().Config.Sources, "no source before a schedule exists")
+
+	names, _ := bus.NewNames("")
+	for range 2 {
+		require.NoError(t, bus.EnsureScheduleSource(ctx, b.js, names))
+		s, err = b.js.Stream(ctx, "LOVIA_RUNS")
+		require.NoError(t, err)
+		cfg := s.CachedInfo().Config
+		require.Len(t, cfg.Sources, 1, "the runs stream sources the schedules' fires")
+		require.Equal(t, "LOVIA_SCHEDULES", cfg.Sources[0].Name)
+		require.Equal(t, []string{"lovia.submit.*"}, cfg.Subjects)
+		require.Equal(t, uint64(1), s.CachedInfo().State.Msgs, "the waiting request is kept")
+	}
+	rep, err := bus.Provision(ctx, b.js, bus.ProvisionConfig{})
+	require.NoError(t, err)
+	require.Contains(t, rep.Unchanged, "LOVIA_RUNS")
+	s, err = b.js.Stream(ctx, "LOVIA_RUNS")
+	require.NoError(t, err)
+	require.Len(t, s.CachedInfo().Config.Sources, 1, "Provision keeps the source")
+
+	// A fire is copied as a run request of its agent.
+	_, err = b.js.Publish(ctx, "lovia.fire.demo", []byte(`{"input":"fired"}`))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		m, err := s.GetLastMsgForSubject(ctx, "lovia.submit.demo")
+		return err == nil && string(m.Data) == `{"input":"fired"}`
+	}, 10*time.Second, 20*time.Millisecond, "waited for the fire on lovia.submit.demo")
 }

@@ -20,7 +20,11 @@ import (
 	"github.com/lovia-fleet/lovia/pkg/worker"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// The server's wait for a stream source's consumer (the runs stream sources
+// the schedules' fires) can outlive a test server by up to 30 s.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*stream).trySetupSourceConsumer.func3"))
+}
 
 // agents are the scripted agents of the tests.
 const agents = `

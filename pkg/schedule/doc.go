@@ -12,7 +12,9 @@
 // a stream that discards new messages when full, which the runs stream
 // does (a full queue refuses new runs rather than drop waiting ones). So a
 // schedule targets <p>.fire.<agent> in the schedules stream, and the runs
-// stream sources that subject, rewritten to <p>.submit.<agent>: a fire is
+// stream sources that subject, rewritten to <p>.submit.<agent> (the
+// source is added by the first Add or Resume, bus.EnsureScheduleSource, so
+// a fleet without schedules runs no source consumer): a fire is
 // an ordinary run request, claimed by the workers serving the agent, with
 // events, status and approvals like any run. The message's body is that
 // run request, with the schedule's name in its metadata (key

@@ -78,6 +78,9 @@ func (m *Manager) Add(ctx context.Context, s Schedule) (Schedule, error) {
 	if err != nil {
 		return Schedule{}, err
 	}
+	if err := bus.EnsureScheduleSource(ctx, m.js, m.names); err != nil {
+		return Schedule{}, m.sourceError(err)
+	}
 	if _, err := m.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(0)); err != nil {
 		if isWrongLastSeq(err) {
 			return Schedule{}, exists(s.Name)
@@ -173,6 +176,11 @@ func (m *Manager) setPaused(ctx context.Context, name string, paused bool) (Sche
 	msg, err := m.message(&s, paused)
 	if err != nil {
 		return Schedule{}, err
+	}
+	if !paused {
+		if err := bus.EnsureScheduleSource(ctx, m.js, m.names); err != nil {
+			return Schedule{}, m.sourceError(err)
+		}
 	}
 	if _, err := m.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(seq)); err != nil {
 		if isWrongLastSeq(err) {
@@ -294,6 +302,13 @@ func (m *Manager) publishError(op, name string, err error) error {
 		return fmt.Errorf("schedule: %s %s: no schedules stream answered: %w (start a lovia worker or gateway once: they provision the streams)", op, name, err)
 	}
 	return fmt.Errorf("schedule: %s %s: %w", op, name, err)
+}
+
+func (m *Manager) sourceError(err error) error {
+	if errors.Is(err, bus.ErrStreamMissing) {
+		return fmt.Errorf("schedule: %w (start a lovia worker or gateway once: they provision the streams)", err)
+	}
+	return fmt.Errorf("schedule: %w", err)
 }
 
 func (m *Manager) streamError(err error) error {
