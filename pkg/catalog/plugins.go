@@ -2,18 +2,22 @@ package catalog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/client"
 	"github.com/lovia-fleet/lovia/pkg/loop"
 	"github.com/lovia-fleet/lovia/pkg/plugins/memory"
 	"github.com/lovia-fleet/lovia/pkg/plugins/skills"
+	"github.com/lovia-fleet/lovia/pkg/plugins/subagents"
 	"github.com/lovia-fleet/lovia/pkg/plugins/todo"
 )
 
@@ -44,6 +48,8 @@ type PluginsSpec struct {
 	Skills *SkillsSpec `yaml:"skills" json:"skills,omitempty"`
 	// Memory enables the Memory plugin (pkg/plugins/memory).
 	Memory *MemorySpec `yaml:"memory" json:"memory,omitempty"`
+	// Subagents enables the Subagents plugin (pkg/plugins/subagents).
+	Subagents *SubagentsSpec `yaml:"subagents" json:"subagents,omitempty"`
 }
 
 // TodoSpec are the Todo plugin's settings (none yet).
@@ -69,11 +75,20 @@ type MemorySpec struct {
 	MaxNotes int `yaml:"max_notes" json:"max_notes,omitempty"`
 }
 
+// SubagentsSpec are the Subagents plugin's settings.
+type SubagentsSpec struct {
+	// Agents are the agents a subagent may run (required).
+	Agents []string `yaml:"agents" json:"agents"`
+	// MaxWait caps wait_subagents (default 10m).
+	MaxWait Duration `yaml:"max_wait" json:"max_wait,omitempty"`
+}
+
 // pluginKinds are the settings type of each plugin, for the key checks.
 var pluginKinds = map[string]reflect.Type{
-	"todo":   reflect.TypeFor[TodoSpec](),
-	"skills": reflect.TypeFor[SkillsSpec](),
-	"memory": reflect.TypeFor[MemorySpec](),
+	"todo":      reflect.TypeFor[TodoSpec](),
+	"skills":    reflect.TypeFor[SkillsSpec](),
+	"memory":    reflect.TypeFor[MemorySpec](),
+	"subagents": reflect.TypeFor[SubagentsSpec](),
 }
 
 // UnmarshalYAML decodes the section after checking every plugin name and
@@ -163,6 +178,24 @@ func buildPlugins(a *loop.Agent, ps *PluginsSpec, opts Options) error {
 		}
 		memory.Attach(a, p)
 	}
+	if sa := ps.Subagents; sa != nil {
+		if len(sa.Agents) == 0 {
+			return errors.New("plugins.subagents.agents must name the agents a subagent may run")
+		}
+		var fleet subagents.Fleet = noStore{what: "the fleet"}
+		if js := opts.Plugins.JetStream; js != nil {
+			c, err := client.New(js.Conn(), client.Options{Prefix: opts.Plugins.Names.Prefix()})
+			if err != nil {
+				return err
+			}
+			fleet = c
+		}
+		p, err := subagents.New(subagents.Config{Fleet: fleet, Agents: sa.Agents, MaxWait: time.Duration(sa.MaxWait)})
+		if err != nil {
+			return err
+		}
+		a.Plugins = append(a.Plugins, p)
+	}
 	return nil
 }
 
@@ -183,3 +216,13 @@ func (n noStore) Delete(context.Context, string, memory.Kind, string) error {
 	return n.err()
 }
 func (n noStore) List(context.Context, string) ([]memory.Record, error) { return nil, n.err() }
+func (n noStore) Submit(context.Context, *bus.RunRequest) (*bus.SubmitReply, error) {
+	return nil, n.err()
+}
+func (n noStore) Inject(context.Context, string, string) (string, error) { return "", n.err() }
+func (n noStore) Cancel(context.Context, string, string) (*bus.CancelReply, error) {
+	return nil, n.err()
+}
+func (n noStore) Tail(context.Context, string, ...bus.TailOption) (*bus.Tail, error) {
+	return nil, n.err()
+}

@@ -68,10 +68,12 @@ func TestPluginsSection(t *testing.T) {
 	})
 
 	for _, tc := range []struct{ name, yaml, want string }{
-		{"unknown_plugin", "    plugins:\n      todos: {}\n", `line 6: unknown plugin "todos" (known: memory, skills, todo)`},
+		{"unknown_plugin", "    plugins:\n      todos: {}\n", `line 6: unknown plugin "todos" (known: memory, skills, subagents, todo)`},
 		{"unknown_skills_setting", "    plugins:\n      skills: {folder: x}\n", `unknown setting "folder" of plugin "skills" (known: dir, max_chars)`},
 		{"memory_scope", "    plugins:\n      memory: {scope: team}\n", `plugins.memory.scope "team": use session or user`},
 		{"memory_unknown_setting", "    plugins:\n      memory: {ttl: 1h}\n", `unknown setting "ttl" of plugin "memory" (known: scope, user_key, max_notes)`},
+		{"subagents_without_agents", "    plugins:\n      subagents: {}\n", "plugins.subagents.agents must name the agents a subagent may run"},
+		{"subagents_unknown_setting", "    plugins:\n      subagents: {agent: [a]}\n", `unknown setting "agent" of plugin "subagents" (known: agents, max_wait)`},
 		{"negative_max_chars", "    plugins:\n      skills: {max_chars: -1}\n", `plugins.skills.max_chars -1 is negative`},
 		{"unknown_setting", "    plugins:\n      todo: {size: 3}\n", `line 6: unknown setting "size" of plugin "todo" (known: none)`},
 		{"null_settings", "    plugins:\n      todo:\n", "plugin \"todo\" has no settings: write `todo: {}` for the defaults"},

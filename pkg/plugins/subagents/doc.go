@@ -1,0 +1,35 @@
+// Package subagents is the Subagents plugin: the model starts background
+// children that are runs of the fleet.
+//
+// # Children are fleet runs
+//
+// spawn_subagent(agent, task) submits a run of agent with task as its
+// input and returns at once with the child's run id. The child has its own
+// run id, events subject, status and checkpoints, so any worker claims it,
+// it survives the crash of the parent's worker, and it can be tailed,
+// approved and cancelled like any run. Its request's metadata names the
+// parent ("parent_run_id", "parent_agent"); the run status and events do
+// not carry the link yet.
+//
+// # Reports re-enter through the mailbox
+//
+// When a child ends, its report — the output, or the error — is injected
+// into the parent run's mailbox as a <subagent_report> message, folded in
+// at the parent's next turn; it is never a late tool result.
+// wait_subagents(run_ids) blocks until the children have ended and their
+// reports are in the mailbox. send_to_subagent(run_id, message) steers a
+// child, cancel_subagent(run_id) cancels one. Only the run's own children
+// are reachable.
+//
+// The worker running the parent watches its children, until the parent
+// ends or is released there. After a resume on another worker, that worker
+// watches the children whose report the transcript does not hold yet (at
+// the parent's next model call or wait_subagents), so a report is
+// delivered even when the parent's first worker died. A report delivered
+// just before such a crash and not yet folded in may arrive twice.
+//
+// From the agents file:
+//
+//	plugins:
+//	  subagents: {agents: [researcher, coder], max_wait: 10m}
+package subagents
