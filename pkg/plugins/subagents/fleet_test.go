@@ -205,3 +205,27 @@ func TestReportAfterTheParentMovedWorkers(t *testing.T) {
 	require.Equal(t, []string{`<subagent_report run_id="` + childID + `" agent="helper" status="completed">` + "\nThere are 7 files.\n</subagent_report>"}, reports, "one report")
 	require.Len(t, fleettest.OfType(envs, loop.EventUserMessageInjected), 1)
 }
+
+// A run reaches only its own children and the allowed agents; both are
+// refused before anything is sent to the fleet.
+func TestOnlyOwnChildrenAndAllowedAgents(t *testing.T) {
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: "agents:" + leadAgent + helperAgent, Workers: -1})
+	p, err := subagents.New(subagents.Config{Fleet: f.Client, Agents: []string{"helper"}})
+	require.NoError(t, err)
+	rc := &loop.RunContext{RunID: "parent-1"}
+	byName := map[string]*loop.Tool{}
+	for _, tl := range p.Tools() {
+		byName[tl.Name] = tl
+	}
+	ctx := context.Background()
+	_, err = byName[subagents.SpawnTool].Func(ctx, rc, []byte(`{"agent":"lead","task":"x"}`))
+	require.ErrorContains(t, err, `agent "lead" cannot run as a subagent here (allowed: helper)`)
+	_, err = byName[subagents.SendTool].Func(ctx, rc, []byte(`{"run_id":"someone-else","message":"hi"}`))
+	require.ErrorContains(t, err, "someone-else is not a subagent of this run")
+	_, err = byName[subagents.CancelTool].Func(ctx, rc, []byte(`{"run_id":"someone-else"}`))
+	require.ErrorContains(t, err, "someone-else is not a subagent of this run")
+	_, err = byName[subagents.WaitTool].Func(ctx, rc, []byte(`{}`))
+	require.ErrorContains(t, err, "this run has started no subagents: call spawn_subagent first")
+	_, err = subagents.New(subagents.Config{Fleet: f.Client})
+	require.ErrorContains(t, err, "Config.Agents must name the agents")
+}
