@@ -90,7 +90,7 @@ func buildDeps(ctx context.Context, env *Env, wf *workerFlags, fc fleetConn, log
 		if err != nil {
 			return nil, err
 		}
-		stores.Replicas = wf.replicas
+		stores.Replicas, stores.Logger = wf.replicas, log
 		copts.Plugins = stores
 		cat, remote, err := loadAgents(ctx, env, wf.agents, copts, wf.listOnly, fc, log)
 		if err != nil {

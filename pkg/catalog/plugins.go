@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"sort"
 	"strings"
@@ -33,6 +34,8 @@ type PluginStores struct {
 	// Replicas is the number of copies of a bucket a plugin creates (the
 	// memory bucket, at its first write); below 1: 1.
 	Replicas int
+	// Logger is the plugins' logger (default slog.Default()).
+	Logger *slog.Logger
 }
 
 // PluginsSpec is an agent's `plugins:` section: one key per plugin, its
@@ -155,7 +158,7 @@ func buildPlugins(a *loop.Agent, ps *PluginsSpec, opts Options) error {
 		default:
 			src = noStore{what: "the skills object store"}
 		}
-		p, err := skills.New(skills.Config{Source: src, MaxChars: s.MaxChars})
+		p, err := skills.New(skills.Config{Source: src, MaxChars: s.MaxChars, Logger: opts.Plugins.Logger})
 		if err != nil {
 			return err
 		}
@@ -172,7 +175,7 @@ func buildPlugins(a *loop.Agent, ps *PluginsSpec, opts Options) error {
 		if js := opts.Plugins.JetStream; js != nil {
 			st = memory.NewKV(js, opts.Plugins.Names.MemoryBucket(), opts.Plugins.Replicas)
 		}
-		p, err := memory.New(memory.Config{Store: st, Scope: memory.ScopeKind(m.Scope), UserKey: m.UserKey, MaxNotes: m.MaxNotes})
+		p, err := memory.New(memory.Config{Store: st, Scope: memory.ScopeKind(m.Scope), UserKey: m.UserKey, MaxNotes: m.MaxNotes, Logger: opts.Plugins.Logger})
 		if err != nil {
 			return err
 		}
@@ -190,7 +193,7 @@ func buildPlugins(a *loop.Agent, ps *PluginsSpec, opts Options) error {
 			}
 			fleet = c
 		}
-		p, err := subagents.New(subagents.Config{Fleet: fleet, Agents: sa.Agents, MaxWait: time.Duration(sa.MaxWait)})
+		p, err := subagents.New(subagents.Config{Fleet: fleet, Agents: sa.Agents, MaxWait: time.Duration(sa.MaxWait), Logger: opts.Plugins.Logger})
 		if err != nil {
 			return err
 		}
