@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/schedule"
 )
 
@@ -71,6 +72,10 @@ func runSchedule(ctx context.Context, env *Env, args []string) int {
 	if err != nil {
 		return fail(env.Stderr, err)
 	}
+	names, err := bus.NewNames(nf.prefix)
+	if err != nil {
+		return usageErr(env, fs, err.Error())
+	}
 	m, err := schedule.New(schedule.Config{JS: js, Prefix: nf.prefix})
 	if err != nil {
 		return usageErr(env, fs, err.Error())
@@ -82,6 +87,9 @@ func runSchedule(ctx context.Context, env *Env, args []string) int {
 			return fail(env.Stderr, err)
 		}
 		fmt.Fprintf(env.Stdout, "schedule %s added: %s runs %s\n", s.Name, scheduleWhen(s), s.Agent)
+		if served := servedBy(rctx, js, names); served != nil && served[s.Agent] == 0 {
+			fmt.Fprintf(env.Stderr, "lovia: no live worker serves agent %s yet: its fires wait, queued, until one does (lovia workers lists what each serves)\n", s.Agent)
+		}
 	case "ls":
 		list, err := m.List(rctx)
 		if err != nil {

@@ -56,6 +56,7 @@ func TestScheduleCommands(t *testing.T) {
 	out, errs, code := lovia("schedule", "add", "standup", "--agent", "support", "--input", "Summarise yesterday", "--cron", "0 30 9 * * 1-5", "--tz", "Europe/Paris")
 	require.Equal(t, ExitOK, code, errs)
 	require.Contains(t, out, "schedule standup added: cron 0 30 9 * * 1-5 (Europe/Paris) runs support")
+	require.Contains(t, errs, "no live worker serves agent support yet", "an agent no worker serves is pointed out")
 	_, errs, code = lovia("schedule", "add", "standup", "--agent", "support", "--input", "again", "--every", "1h")
 	require.Equal(t, ExitFailure, code)
 	require.Contains(t, errs, "lovia schedule rm standup")
