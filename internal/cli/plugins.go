@@ -143,7 +143,7 @@ func runMemory(ctx context.Context, env *Env, args []string) int {
 	defer nc.Close()
 	rctx, cancel := requestCtx(ctx)
 	defer cancel()
-	recs, err := memory.NewKV(js, names.MemoryBucket(), 1).List(rctx, pos[1])
+	recs, err := memory.NewKV(js, names.MemoryBucket(), 1).List(rctx, pos[1], "")
 	if err != nil {
 		return fail(env.Stderr, err)
 	}

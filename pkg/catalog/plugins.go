@@ -218,7 +218,9 @@ func (n noStore) Put(context.Context, string, memory.Record) error { return n.er
 func (n noStore) Delete(context.Context, string, memory.Kind, string) error {
 	return n.err()
 }
-func (n noStore) List(context.Context, string) ([]memory.Record, error) { return nil, n.err() }
+func (n noStore) List(context.Context, string, memory.Kind) ([]memory.Record, error) {
+	return nil, n.err()
+}
 func (n noStore) Submit(context.Context, *bus.RunRequest) (*bus.SubmitReply, error) {
 	return nil, n.err()
 }

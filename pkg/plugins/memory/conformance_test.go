@@ -130,7 +130,7 @@ func TestMemory(t *testing.T) {
 				out = toolOutputs(res.Entries)
 				require.Equal(t, "Forgot "+id+".", out[0])
 				require.Contains(t, out[1], "no note with id")
-				recs, err := st2.List(context.Background(), "session:s1")
+				recs, err := st2.List(context.Background(), "session:s1", "")
 				require.NoError(t, err)
 				for _, r := range recs {
 					require.Equal(t, memory.KindArchive, r.Kind, "only archives remain: %+v", r)
@@ -159,13 +159,17 @@ func TestMemory(t *testing.T) {
 				// And a resubmission replays the completed run.
 				_, res = w2.run(t, steps, "", loop.WithCheckpoint(cp, "r9"), loop.WithSession(loop.NewMemorySession(), "s9"))
 				require.True(t, res.Replayed)
-				recs, err := st1.List(context.Background(), "session:s9")
+				recs, err := st1.List(context.Background(), "session:s9", "")
 				require.NoError(t, err)
 				var kinds []string
 				for _, r := range recs {
 					kinds = append(kinds, string(r.Kind)+":"+r.ID)
 				}
 				require.ElementsMatch(t, []string{"note:" + memory.NoteID("r9", "Lives in Lyon."), "archive:r9"}, kinds)
+				notes, err := st1.List(context.Background(), "session:s9", memory.KindNote)
+				require.NoError(t, err)
+				require.Len(t, notes, 1, "List filters by kind")
+				require.Equal(t, "Lives in Lyon.", notes[0].Text)
 			})
 
 			t.Run("user_scope", func(t *testing.T) {

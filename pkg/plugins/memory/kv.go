@@ -115,14 +115,18 @@ func (s *KV) Delete(ctx context.Context, scope string, kind Kind, id string) err
 }
 
 // List implements Store.
-func (s *KV) List(ctx context.Context, scope string) ([]Record, error) {
+func (s *KV) List(ctx context.Context, scope string, kind Kind) ([]Record, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	kv, err := s.bind(ctx, false)
 	if err != nil || kv == nil {
 		return nil, err
 	}
-	w, err := kv.Watch(ctx, ScopeToken(scope)+".>", jetstream.IgnoreDeletes())
+	filter := ScopeToken(scope) + ".>"
+	if kind != "" {
+		filter = ScopeToken(scope) + "." + string(kind) + ".>"
+	}
+	w, err := kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, fmt.Errorf("memory bucket %s: list: %w", s.bucket, err)
 	}

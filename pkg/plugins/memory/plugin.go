@@ -152,16 +152,10 @@ func (p *Plugin) Fragment(ctx context.Context, rc *loop.RunContext) string {
 	if err != nil {
 		return ""
 	}
-	recs, err := p.cfg.Store.List(ctx, scope)
+	notes, err := p.cfg.Store.List(ctx, scope, KindNote)
 	if err != nil {
 		p.cfg.Logger.Warn("memory notes unavailable", "scope", scope, "error", err)
 		return "Your memory could not be read for this run; do not assume you remember nothing."
-	}
-	var notes []Record
-	for _, r := range recs {
-		if r.Kind == KindNote {
-			notes = append(notes, r)
-		}
 	}
 	if len(notes) > p.cfg.MaxNotes {
 		notes = notes[len(notes)-p.cfg.MaxNotes:]
@@ -223,7 +217,7 @@ func (p *Plugin) recall(ctx context.Context, rc *loop.RunContext, in recallArgs)
 	if err != nil {
 		return "", err
 	}
-	recs, err := p.cfg.Store.List(ctx, scope)
+	recs, err := p.cfg.Store.List(ctx, scope, "")
 	if err != nil {
 		return "", err
 	}

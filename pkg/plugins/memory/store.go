@@ -40,8 +40,9 @@ type Store interface {
 	Put(ctx context.Context, scope string, r Record) error
 	// Delete removes a record; a missing one is ErrNotFound.
 	Delete(ctx context.Context, scope string, kind Kind, id string) error
-	// List returns a scope's records, oldest first.
-	List(ctx context.Context, scope string) ([]Record, error)
+	// List returns a scope's records of kind (every kind when ""),
+	// oldest first.
+	List(ctx context.Context, scope string, kind Kind) ([]Record, error)
 }
 
 // MemoryStore is a Store in process memory (tests, single-process use).
@@ -77,12 +78,14 @@ func (s *MemoryStore) Delete(_ context.Context, scope string, kind Kind, id stri
 }
 
 // List implements Store.
-func (s *MemoryStore) List(_ context.Context, scope string) ([]Record, error) {
+func (s *MemoryStore) List(_ context.Context, scope string, kind Kind) ([]Record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]Record, 0, len(s.m[scope]))
 	for _, r := range s.m[scope] {
-		out = append(out, r)
+		if kind == "" || r.Kind == kind {
+			out = append(out, r)
+		}
 	}
 	sortRecords(out)
 	return out, nil
