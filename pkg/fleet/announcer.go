@@ -97,11 +97,12 @@ func (a *Announcer) Stop(ctx context.Context) error {
 // changed) and announces it at once; a failure is retried at the next
 // refresh.
 func (a *Announcer) Update(m Member) {
+	// Held across the put: a Stop waits for it, so its withdrawal comes
+	// after, never before, this announcement.
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	a.member = m
-	running := a.cancel != nil
-	a.mu.Unlock()
-	if !running {
+	if a.cancel == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), a.interval)

@@ -53,9 +53,13 @@
 //	release (other)  !NotHolder  !NotHolder  !NotHolder  !NotHolder  !NotHolder
 //	finish completed completed   completed   completed   completed   completed
 //	finish failed    failed      failed      failed      !Ended      failed
-//	reject           failed      !InFlight   !InFlight   !Ended      !Ended
+//	reject           !InFlight   !InFlight   !InFlight   !Ended      !Ended
 //	repair           !NotStuck   completed   !NotStuck   !NotStuck   !NotStuck
 //	abandon          failed      failed      !NotStuck   !NotStuck   !NotStuck
+//
+// The fixture's queued run has run before (attempt 1, a release): another
+// request's reject leaves it to its own request; a run never claimed, or
+// queued for the bad request itself, is rejected.
 //
 // A claim of a completed or failed run by its own request is a redelivery
 // after the terminal event: [Decide] acknowledges or heals it before any

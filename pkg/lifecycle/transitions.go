@@ -96,14 +96,14 @@ type Claim struct {
 	Continues uint64
 	// Now is the claim's time.
 	Now time.Time
-	// HolderGone is set when the claimer found that the worker the record
-	// names as holder no longer executes the run (it does not answer, or
-	// answers that it does not hold it). Without it, a claim of a run
-	// running under this very request on another worker is refused with
-	// ErrHeld: after a NATS restart or a leader change the server may
-	// deliver a request again, as a first delivery, while its holder is
-	// alive and well.
-	HolderGone bool
+	// Gone names the holder the claimer found no longer executes the run
+	// (it answered that it does not hold it, or it is gone from the
+	// fleet). A claim of a run running on another worker is refused with
+	// ErrHeld unless the record's holder is this one: after a NATS restart
+	// or a leader change the server may deliver a request again, as a
+	// first delivery, while its holder is alive and well — and a holder
+	// found gone a moment ago may have been replaced by a live one since.
+	Gone *Holder
 	// Registry is the claimer's current agents-registry revision (0 for a
 	// fixed agents file): a submission's first claim pins it.
 	Registry uint64
@@ -140,7 +140,8 @@ func ClaimNew(c Claim, runID, agent, sessionID string, metadata map[string]any) 
 // been superseded (see [IsStale]); with ErrInFlight, a request of a run
 // that is running or parked under another request (see [IsInFlight]); and
 // with ErrHeld, the run's own request while another worker holds it,
-// unless the claimer established that holder is gone (Claim.HolderGone).
+// unless the claimer established that this very holder is gone
+// (Claim.Gone).
 // A raw publish of an ended run is a new submission of it.
 func ClaimRun(r store.RunRecord, c Claim) (store.RunRecord, Claimed, error) {
 	if IsStale(r, c.Submission, c.Seq) {
@@ -149,7 +150,7 @@ func ClaimRun(r store.RunRecord, c Claim) (store.RunRecord, Claimed, error) {
 	if IsInFlight(r, c.Seq, c.Continues) {
 		return r, Claimed{}, refuse("claim", r, ErrInFlight)
 	}
-	if r.Status == Running && r.Worker != c.Worker && !c.HolderGone {
+	if r.Status == Running && r.Worker != c.Worker && (c.Gone == nil || !c.Gone.Holds(r)) {
 		return r, Claimed{}, refuse("claim", r, ErrHeld)
 	}
 	var out Claimed
@@ -283,15 +284,20 @@ func Finish(r store.RunRecord, ev loop.Event, now time.Time) (store.RunRecord, e
 	return r, nil
 }
 
-// Reject fails the run of an invalid request before any claim: a run the
-// request names that is queued (an API that could not validate it) or
-// not indexed yet. A failed run stays as it is (publish reports whether
-// its run_failed may still be missing: the caller checks the events); a
-// running, parked or completed run belongs to another request and is
-// refused with ErrInFlight or ErrEnded.
-func Reject(r store.RunRecord, info loop.ErrorInfo, worker string, now time.Time) (store.RunRecord, error) {
+// Reject fails the run of an invalid request (stored at seq) before any
+// claim: a run the request names that is not indexed yet (RejectNew), or
+// queued for this very request or never claimed (an API that could not
+// validate it). A failed run stays as it is (the caller checks whether its
+// run_failed may still be missing); a queued run that was under way (a
+// release, a wake: its own request will resume it), a running, parked or
+// completed one belongs to another request and is refused with
+// ErrInFlight or ErrEnded.
+func Reject(r store.RunRecord, info loop.ErrorInfo, worker string, now time.Time, seq uint64) (store.RunRecord, error) {
 	switch r.Status {
 	case Queued:
+		if r.Attempt > 0 && r.RequestSeq != 0 && r.RequestSeq != seq {
+			return r, refuse("reject", r, ErrInFlight)
+		}
 		r.Status, r.Error, r.Worker, r.FinishedAt = Failed, &info, worker, now.UTC()
 		return r, nil
 	case Failed:
@@ -322,11 +328,16 @@ func Repair(r store.RunRecord, ev loop.Event, storedAt time.Time) (store.RunReco
 	return Finish(r, ev, storedAt)
 }
 
-// HealOutcome records a completed run's outcome found by its replay (the index
-// missed it), unless the record says completed already.
-func HealOutcome(r store.RunRecord, res *loop.RunResult, now time.Time) (store.RunRecord, error) {
+// HealOutcome records a completed run's outcome found by its replay of
+// the request stored at seq (the index missed it), unless the record says
+// completed already, or has moved on to another request (a later
+// submission claimed meanwhile: ErrInFlight).
+func HealOutcome(r store.RunRecord, res *loop.RunResult, now time.Time, seq uint64) (store.RunRecord, error) {
 	if r.Status == Completed {
 		return r, refuse("heal outcome", r, ErrEnded)
+	}
+	if r.RequestSeq != 0 && r.RequestSeq != seq {
+		return r, refuse("heal outcome", r, ErrInFlight)
 	}
 	r.Status, r.Result, r.Turns, r.Error = Completed, res.Output, res.Turns, nil
 	r.Usage, r.FinalAgent = &res.Usage, res.FinalAgent

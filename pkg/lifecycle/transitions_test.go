@@ -32,7 +32,7 @@ type event struct {
 
 func claim(seq uint64, submission int, continues uint64) func(store.RunRecord) (store.RunRecord, error) {
 	return func(r store.RunRecord) (store.RunRecord, error) {
-		out, _, err := lifecycle.ClaimRun(r, lifecycle.Claim{Worker: "w2", Seq: seq, Submission: submission, Continues: continues, Now: t0, HolderGone: true})
+		out, _, err := lifecycle.ClaimRun(r, lifecycle.Claim{Worker: "w2", Seq: seq, Submission: submission, Continues: continues, Now: t0, Gone: &lifecycle.Holder{Worker: "w1", Attempt: 1}})
 		return out, err
 	}
 }
@@ -70,7 +70,7 @@ var events = []event{
 		return lifecycle.Finish(r, &loop.RunFailed{Error: loop.ErrorInfo{Type: "X"}}, t0)
 	}},
 	{"reject", func(r store.RunRecord) (store.RunRecord, error) {
-		return lifecycle.Reject(r, loop.ErrorInfo{Type: "InvalidRequest"}, "w2", t0)
+		return lifecycle.Reject(r, loop.ErrorInfo{Type: "InvalidRequest"}, "w2", t0, 99)
 	}},
 	{"repair", func(r store.RunRecord) (store.RunRecord, error) {
 		return lifecycle.Repair(r, &loop.RunCompleted{Output: "ok"}, t0.Add(time.Second))
@@ -101,7 +101,7 @@ var want = map[string][5]string{
 	"release-other":  {"!NotHolder", "!NotHolder", "!NotHolder", "!NotHolder", "!NotHolder"},
 	"complete":       {"completed", "completed", "completed", "completed", "completed"},
 	"fail":           {"failed", "failed", "failed", "!Ended", "failed"},
-	"reject":         {"failed", "!InFlight", "!InFlight", "!Ended", "!Ended"},
+	"reject":         {"!InFlight", "!InFlight", "!InFlight", "!Ended", "!Ended"},
 	"repair":         {"!NotStuck", "completed", "!NotStuck", "!NotStuck", "!NotStuck"},
 	"abandon":        {"failed", "failed", "!NotStuck", "!NotStuck", "!NotStuck"},
 }
@@ -203,7 +203,7 @@ func TestClaimDetails(t *testing.T) {
 		if err != nil || r.Registry != 7 || c.Registry != 7 {
 			t.Fatalf("first claim: %+v %+v %v", r, c, err)
 		}
-		r, c, err = lifecycle.ClaimRun(r, lifecycle.Claim{Worker: "w3", Seq: 10, Submission: 1, Registry: 9, HolderGone: true})
+		r, c, err = lifecycle.ClaimRun(r, lifecycle.Claim{Worker: "w3", Seq: 10, Submission: 1, Registry: 9, Gone: &lifecycle.Holder{Worker: "w2", Attempt: 2}})
 		if err != nil || r.Registry != 7 || c.Registry != 7 {
 			t.Fatalf("a resume keeps the pinned revision: %+v %+v %v", r, c, err)
 		}
@@ -212,6 +212,31 @@ func TestClaimDetails(t *testing.T) {
 		r, c, _ = lifecycle.ClaimRun(again, lifecycle.Claim{Worker: "w3", Seq: 12, Submission: 2, Registry: 9})
 		if r.Registry != 9 || c.Registry != 9 {
 			t.Fatalf("a new submission pins the current revision: %+v %+v", r, c)
+		}
+	})
+	t.Run("a bad request fails a queued run only if it never ran", func(t *testing.T) {
+		fresh := lifecycle.Submit(lifecycle.Submission{RunID: "r2", Agent: "a"})
+		r, err := lifecycle.Reject(fresh, loop.ErrorInfo{Type: "InvalidRequest"}, "w2", t0, 99)
+		if err != nil || r.Status != lifecycle.Failed {
+			t.Fatalf("reject of a run never claimed: %+v %v", r, err)
+		}
+		released, _ := lifecycle.Release(fixture(lifecycle.Running), lifecycle.Holder{Worker: "w1", Attempt: 1})
+		if _, err := lifecycle.Reject(released, loop.ErrorInfo{}, "w2", t0, 99); !errors.Is(err, lifecycle.ErrInFlight) {
+			t.Fatalf("a released run (its own request resumes it) must not be failed by another request: %v", err)
+		}
+	})
+	t.Run("a holder found gone a moment ago may have been replaced", func(t *testing.T) {
+		r := fixture(lifecycle.Running)
+		r.Worker, r.Attempt = "w3", 2 // another worker claimed since
+		if _, _, err := lifecycle.ClaimRun(r, lifecycle.Claim{Worker: "w2", Seq: 10, Submission: 1, Gone: &lifecycle.Holder{Worker: "w1", Attempt: 1}}); !errors.Is(err, lifecycle.ErrHeld) {
+			t.Fatalf("want held (by w3), got %v", err)
+		}
+	})
+	t.Run("a heal of an older request leaves a newer submission alone", func(t *testing.T) {
+		r := fixture(lifecycle.Running)
+		r.RequestSeq = 12
+		if _, err := lifecycle.HealOutcome(r, &loop.RunResult{}, t0, 10); !errors.Is(err, lifecycle.ErrInFlight) {
+			t.Fatalf("want in flight, got %v", err)
 		}
 	})
 	t.Run("resubmission clears the last outcome", func(t *testing.T) {

@@ -154,6 +154,11 @@ func (a *API) Submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 			if rec.Status == store.RunQueued {
 				again := *req
 				again.Agent = rec.Agent
+				if rec.Attempt > 0 {
+					// The run was under way (released, woken): a request
+					// published again resumes it, never restarts it.
+					again.IfRunExists = bus.IfExistsResume
+				}
 				if err := a.requeue(ctx, cur, &again, enc); err != nil {
 					return nil, err
 				}

@@ -5,6 +5,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -51,22 +52,25 @@ func (w *Worker) served() []string {
 
 // pinned returns the agent a claimed run runs: the one of the registry
 // revision its submission is pinned to, when that is not the current one.
-func (w *Worker) pinned(ctx context.Context, x *execution, rev uint64) {
+func (w *Worker) pinned(ctx context.Context, x *execution, rev uint64) error {
 	if w.cfg.Agents == nil || rev == 0 {
-		return
+		return nil
 	}
 	if _, cur := w.cfg.Agents.Current(); cur == rev {
-		return
+		return nil
 	}
 	cat, err := w.cfg.Agents.At(ctx, rev)
 	if err != nil {
-		x.d.log.Warn("the agents of the run's pinned registry revision cannot be built; running the current definition", "revision", rev, "error", err)
-		return
+		return err
 	}
-	if ag, ok := cat.Get(x.ag.Name); ok {
-		x.ag = ag
-		x.d.log.Debug("running the agent of the run's pinned registry revision", "revision", rev)
+	ag, ok := cat.Get(x.ag.Name)
+	if !ok {
+		x.d.log.Warn("the run's agent is missing from its pinned registry revision (past the history kept?); running the current definition", "revision", rev)
+		return nil
 	}
+	x.ag = ag
+	x.d.log.Debug("running the agent of the run's pinned registry revision", "revision", rev)
+	return nil
 }
 
 // syncClaimers starts a claim loop for every agent the worker serves that
@@ -121,24 +125,42 @@ func (w *Worker) startClaimer(agent string, c jetstream.Consumer) {
 // loops for the agents served now, and the fleet announcement.
 func (w *Worker) followAgents(ctx context.Context) {
 	defer close(w.followDone)
+	retry := time.NewTicker(w.cfg.FetchTimeout)
+	defer retry.Stop()
+	failed := false
+	sync := func() {
+		err := w.syncClaimers(ctx)
+		failed = err != nil
+		if failed && ctx.Err() == nil {
+			w.log.Warn("serving the agents of a registry change failed; retrying", "error", err)
+		}
+		w.ann.Update(w.member())
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-w.cfg.Agents.Changes():
-			if err := w.syncClaimers(ctx); err != nil && ctx.Err() == nil {
-				w.log.Warn("serving the agents of a registry change failed; retrying at the next change", "error", err)
+			sync()
+		case <-retry.C:
+			if failed {
+				sync()
 			}
-			w.ann.Update(w.member())
 		}
 	}
 }
 
-// member is this worker's fleet announcement.
+// member is this worker's fleet announcement: the agents it claims runs
+// of (with a registry, those whose claim loop runs).
 func (w *Worker) member() fleet.Member {
 	cat, _ := w.agents()
 	infos := agentInfos(cat)
 	served := w.served()
+	if w.cfg.Agents != nil {
+		w.claimMu.Lock()
+		served = slices.DeleteFunc(served, func(n string) bool { _, ok := w.claimStops[n]; return !ok })
+		w.claimMu.Unlock()
+	}
 	infos = slices.DeleteFunc(infos, func(in bus.AgentInfo) bool { return !slices.Contains(served, in.Name) })
 	return fleet.Member{Worker: w.cfg.ID, Agents: infos, Concurrency: w.cfg.Concurrency, StartedAt: w.started0, Version: buildVersion()}
 }

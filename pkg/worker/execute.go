@@ -150,12 +150,12 @@ func (w *Worker) claim(ctx context.Context, d *delivery, req *bus.RunRequest, ru
 	}
 	var (
 		claimed lifecycle.Claimed
-		holder  string
+		holder  lifecycle.Holder
 	)
 	claimFn := func(r *store.RunRecord) error {
 		next, cl, err := lifecycle.ClaimRun(*r, c)
 		if err != nil {
-			holder = r.Worker
+			holder = lifecycle.Holder{Worker: r.Worker, Attempt: r.Attempt}
 			return err
 		}
 		*r, claimed = next, cl
@@ -163,17 +163,23 @@ func (w *Worker) claim(ctx context.Context, d *delivery, req *bus.RunRequest, ru
 	}
 	_, err = w.st.Runs().Modify(ctx, runID, claimFn)
 	if errors.Is(err, lifecycle.ErrHeld) {
-		// Another worker holds the run under this very request: a
-		// redelivery the server made while it lives (a NATS restart, a
-		// leader change) must not start a second execution. Its holder
-		// keeps the request alive with its heartbeats (they apply by
-		// stream sequence) and acks it; this delivery is left alone.
-		if w.holds(ctx, holder, runID, seq) {
-			log.Warn("request delivered again while another worker executes it; leaving it to that worker", "holder", holder)
+		// Another worker holds the run: a redelivery the server made while
+		// it lives (a NATS restart, a leader change) must not start a
+		// second execution. Its holder keeps the request alive with its
+		// heartbeats (they apply by stream sequence) and acks it.
+		switch w.holds(ctx, holder.Worker, runID, seq) {
+		case holderHolds:
+			log.Warn("request delivered again while another worker executes it; leaving it to that worker", "holder", holder.Worker)
 			w.m.fenced.Inc()
 			return nil, lifecycle.Verdict{Settle: lifecycle.Leave}
+		case holderAway:
+			// No answer, but the holder is in the fleet still: it may be
+			// reconnecting (after a NATS restart every worker is away for
+			// a moment). Ask again after the reconnect grace.
+			log.Info("the worker holding the run does not answer but is still in the fleet; asking again later", "holder", holder.Worker)
+			return nil, lifecycle.Verdict{Settle: lifecycle.Nak, Delay: w.cfg.ReconnectGrace}
 		}
-		c.HolderGone = true
+		c.Gone = &holder
 		_, err = w.st.Runs().Modify(ctx, runID, claimFn)
 	}
 	if errors.Is(err, store.ErrRunNotFound) {
@@ -202,7 +208,13 @@ func (w *Worker) claim(ctx context.Context, d *delivery, req *bus.RunRequest, ru
 	ar.submission.Store(int64(claimed.Submission))
 	x := &execution{d: d, req: req, runID: runID, enc: enc, ag: ag, ar: ar, plan: plan, last: last,
 		holder: lifecycle.Holder{Worker: w.cfg.ID, Attempt: claimed.Attempt}}
-	w.pinned(ctx, x, claimed.Registry)
+	if err := w.pinned(ctx, x, claimed.Registry); err != nil {
+		// The definitions the run started with cannot be read now (a
+		// store outage): running the current ones would mix versions.
+		log.Warn("the agents of the run's pinned registry revision cannot be built; releasing the run", "revision", claimed.Registry, "error", err)
+		w.release(ctx, x, w.cfg.ReconnectGrace, "its pinned agents are unavailable")
+		return nil, lifecycle.Verdict{Settle: lifecycle.Leave}
+	}
 	w.own(ctx, x)
 
 	// The last event was just read from the stream leader: the publisher

@@ -9,7 +9,9 @@ import (
 
 	"github.com/lovia-fleet/lovia/internal/fleettest"
 	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/fleet"
 	"github.com/lovia-fleet/lovia/pkg/loop"
+	"github.com/lovia-fleet/lovia/pkg/store"
 	"github.com/lovia-fleet/lovia/pkg/worker"
 )
 
@@ -64,4 +66,45 @@ func TestRedeliveryWhileTheHolderLivesDoesNotDouble(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, bus.StateCompleted, st.Status)
 	require.Equal(t, "w1", st.Worker)
+}
+
+// TestRedeliveryWhileTheHolderReconnects: a request of a run held by a
+// worker that has no responders but is still announced in the fleet (as
+// every worker is for a moment after a NATS restart, until its reconnect)
+// is not taken over: the claimer asks again later. Once the holder leaves
+// the fleet, the run is taken over and completes once.
+func TestRedeliveryWhileTheHolderReconnects(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: dozeAgents, Worker: func(c *worker.Config) {
+		c.ReconnectGrace = 300 * time.Millisecond // how soon the claimer asks again
+	}})
+	ctx := context.Background()
+	require.NoError(t, f.Workers[0].Stop(ctx))
+	reg, err := fleet.Ensure(ctx, f.JS, bus.Names{}, 1)
+	require.NoError(t, err)
+	require.NoError(t, reg.Announce(ctx, fleet.Member{Worker: "ghost", Agents: []bus.AgentInfo{{Name: "doze"}}}))
+
+	// The run, held by ghost under its request.
+	seq := publishRaw(t, f, "doze", []byte(`{"run_id":"held-by-ghost","input":"nap"}`), nil)
+	_, err = f.Store.Runs().Create(ctx, store.RunRecord{RunID: "held-by-ghost", Agent: "doze", Status: store.RunRunning,
+		Worker: "ghost", Attempt: 1, RequestSeq: seq, Submissions: 1})
+	require.NoError(t, err)
+	f.StartWorker(withConfig(workerConfig(t, f, "w2"), func(c *worker.Config) { c.ReconnectGrace = 300 * time.Millisecond }))
+
+	// While ghost is announced, every delivery is left to it.
+	require.Eventually(t, func() bool {
+		info, err := agentConsumerInfo(ctx, f, "doze")
+		return err == nil && info.NumRedelivered > 0 && info.Delivered.Consumer >= 3
+	}, 15*time.Second, 20*time.Millisecond, "the request was not delivered (and asked about) again and again")
+	require.NoError(t, reg.Announce(ctx, fleet.Member{Worker: "ghost", Agents: []bus.AgentInfo{{Name: "doze"}}}))
+	st, err := f.Client.Status(ctx, "held-by-ghost")
+	require.NoError(t, err)
+	require.Equal(t, "ghost", st.Worker, "a worker took over a run whose holder is only reconnecting")
+	require.Empty(t, runEvents(t, f, "held-by-ghost"))
+
+	// ghost leaves the fleet: the run is taken over and ends once.
+	require.NoError(t, reg.Withdraw(ctx, "ghost"))
+	envs := f.Events("held-by-ghost", 20*time.Second)
+	checkOneSubmission(t, "held-by-ghost", envs)
+	require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type)
 }

@@ -76,7 +76,7 @@ func (w *Worker) handle(msg jetstream.Msg) {
 	// Decode and validate: a poison request ends here with run_failed.
 	subjAgent, _ := w.names.ParseSubmit(msg.Subject())
 	if len(msg.Data()) > w.cfg.MaxRequestBytes {
-		w.poison(ctx, d, poisonRunID(nil, msg.Headers(), meta.Sequence.Stream), subjAgent, bus.JSON, bus.TypeInvalidRequest,
+		w.poison(ctx, d, poisonRunID(bus.PeekRunRequest(msg.Headers(), msg.Data()), msg.Headers(), meta.Sequence.Stream), subjAgent, bus.JSON, bus.TypeInvalidRequest,
 			fmt.Sprintf("run request is %d bytes, over the %d-byte limit", len(msg.Data()), w.cfg.MaxRequestBytes),
 			"send a smaller input, or raise the worker's request limit")
 		return
@@ -141,7 +141,7 @@ func (w *Worker) poison(ctx context.Context, d *delivery, runID, agent string, e
 	d.log.Warn("poison run request terminated", "run_id", runID, "type", typ, "error", msg)
 	if runID != "" {
 		info := loop.ErrorInfo{Type: typ, Message: msg, Hint: hint}
-		if publish, queued := w.failPoisonRun(ctx, runID, agent, &info); publish {
+		if publish, queued := w.failPoisonRun(ctx, runID, agent, &info, d.meta.Sequence.Stream); publish {
 			if rp, err := w.pub.Open(ctx, runID, enc); err == nil {
 				rp.SetRequest(d.meta.Sequence.Stream)
 				if last, _ := w.lastEvent(ctx, runID); last == nil || !last.IsTerminal() || queued {
@@ -163,7 +163,7 @@ func (w *Worker) poison(ctx context.Context, d *delivery, runID, agent string, e
 // checks: a redelivery after a crash before the publish); never for a run
 // that is running or completed, whose record and events belong to another
 // request.
-func (w *Worker) failPoisonRun(ctx context.Context, runID, agent string, info *loop.ErrorInfo) (publish, queued bool) {
+func (w *Worker) failPoisonRun(ctx context.Context, runID, agent string, info *loop.ErrorInfo, seq uint64) (publish, queued bool) {
 	now := w.cfg.Clock()
 	_, err := w.st.Runs().Create(ctx, lifecycle.RejectNew(runID, agent, *info, w.cfg.ID, now))
 	if !errors.Is(err, store.ErrRunExists) {
@@ -171,7 +171,7 @@ func (w *Worker) failPoisonRun(ctx context.Context, runID, agent string, info *l
 	}
 	_, err = w.st.Runs().Modify(ctx, runID, transition(func(r store.RunRecord) (store.RunRecord, error) {
 		publish = r.Status == store.RunFailed
-		return lifecycle.Reject(r, *info, w.cfg.ID, now)
+		return lifecycle.Reject(r, *info, w.cfg.ID, now, seq)
 	}))
 	switch {
 	case err == nil:
@@ -297,7 +297,7 @@ func (w *Worker) healReplay(ctx context.Context, d *delivery, req *bus.RunReques
 		return
 	}
 	_, _ = w.st.Runs().Modify(ctx, runID, transition(func(r store.RunRecord) (store.RunRecord, error) {
-		return lifecycle.HealOutcome(r, res, w.cfg.Clock())
+		return lifecycle.HealOutcome(r, res, w.cfg.Clock(), d.meta.Sequence.Stream)
 	}))
 }
 

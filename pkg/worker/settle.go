@@ -33,7 +33,13 @@ func (w *Worker) settle(ctx context.Context, x *execution, sink *eventSink, res 
 		if sink.err != nil {
 			cause = sink.err
 		}
-		w.release(ctx, x, v.Delay, v.Reason+": "+errString(cause))
+		delay := v.Delay
+		if delay == 0 && (errors.Is(cause, loop.ErrUnavailable) || errors.Is(cause, bus.ErrUnavailable)) {
+			// A broker outage outlasted the outage budget: give the
+			// cluster a moment before any worker claims the run again.
+			delay = w.cfg.ReconnectGrace
+		}
+		w.release(ctx, x, delay, v.Reason+": "+errString(cause))
 	case lifecycle.Fail:
 		// The loop refused the run before it started (if_run_exists,
 		// resume_only without a checkpoint, an agent that cannot be
@@ -63,7 +69,8 @@ func (w *Worker) settle(ctx context.Context, x *execution, sink *eventSink, res 
 // run: a shutdown, a cancellation of the worker's context, a store or
 // stream that is unavailable for now.
 func (w *Worker) interrupted(runErr error) bool {
-	return w.runCtx.Err() != nil || errors.Is(runErr, context.Canceled) || errors.Is(runErr, errParked)
+	return w.runCtx.Err() != nil || errors.Is(runErr, context.Canceled) || errors.Is(runErr, errParked) ||
+		errors.Is(runErr, loop.ErrUnavailable)
 }
 
 func errString(err error) string {

@@ -171,18 +171,48 @@ func (w *Worker) onPing(m *nats.Msg) {
 	_ = m.Respond([]byte(pingFree))
 }
 
+// What a holder check found.
+const (
+	holderGone  = iota // answered free, or gone from the fleet
+	holderHolds        // answered held (or answered at all, but not free)
+	holderAway         // no answer, but still announced in the fleet
+)
+
 // holds asks worker whether it executes run under the request stored at
-// seq. Only a "held" answer says yes: a worker that is gone, or does not
-// answer in time (a frozen process, which fencing stops at its next write
-// if it ever wakes), does not hold it.
-func (w *Worker) holds(ctx context.Context, worker, run string, seq uint64) bool {
+// seq. Any answer but "free" means it does (a worker of an earlier release
+// answers "pong" to every ping). No responders means it is gone only once
+// its fleet announcement is stale too: after a NATS restart a live worker
+// has no responders until its reconnect. A ping that times out (a frozen
+// or cut-off process, whose claim the server already gave up on) means it
+// is gone: fencing stops it at its next write if it ever wakes.
+func (w *Worker) holds(ctx context.Context, worker, run string, seq uint64) int {
 	if worker == "" || worker == w.cfg.ID {
-		return false
+		return holderGone
 	}
 	pctx, cancel := context.WithTimeout(ctx, w.cfg.PingTimeout)
 	defer cancel()
 	rep, err := w.cfg.Conn.RequestWithContext(pctx, w.presenceSubject(worker), []byte(run+" "+strconv.FormatUint(seq, 10)))
-	return err == nil && string(rep.Data) == pingHeld
+	if err == nil {
+		if string(rep.Data) == pingFree {
+			return holderGone
+		}
+		return holderHolds
+	}
+	if !errors.Is(err, nats.ErrNoResponders) {
+		return holderGone
+	}
+	mctx, mcancel := context.WithTimeout(ctx, w.cfg.StoreTimeout)
+	defer mcancel()
+	ms, merr := w.fleet.Members(mctx)
+	if merr != nil {
+		return holderAway // cannot tell: ask again later
+	}
+	for _, m := range ms {
+		if m.Worker == worker {
+			return holderAway
+		}
+	}
+	return holderGone
 }
 
 // alive pings a worker; only "no responders" counts as gone.
@@ -213,7 +243,12 @@ func (w *Worker) releaseDead(ctx context.Context, o store.Ownership) {
 		_, err := w.st.Runs().Modify(ctx, o.RunID, transition(func(r store.RunRecord) (store.RunRecord, error) {
 			return lifecycle.Release(r, holder)
 		}))
-		if err != nil && !errors.Is(err, lifecycle.ErrNotHolder) {
+		if errors.Is(err, lifecycle.ErrNotHolder) {
+			// Claimed since by another worker: a NAK by stream sequence
+			// would hit its live delivery.
+			return
+		}
+		if err != nil {
 			w.log.Warn("takeover: recording the release in the run index failed", "run_id", o.RunID, "error", err)
 		}
 	}

@@ -138,10 +138,12 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	if w.st, err = store.Open(ctx, js, w.cfg.Store); err != nil {
 		return fmt.Errorf("worker: open stores: %w", err)
 	}
-	if w.pub, err = bus.NewPublisher(js, bus.PublisherConfig{Prefix: w.cfg.Prefix, Clock: w.cfg.Clock, Logger: w.log}); err != nil {
+	if w.pub, err = bus.NewPublisher(js, bus.PublisherConfig{Prefix: w.cfg.Prefix, Clock: w.cfg.Clock, Logger: w.log, OutageBudget: w.cfg.Store.OutageBudget}); err != nil {
 		return fmt.Errorf("worker: publisher: %w", err)
 	}
-	events, err := js.Stream(ctx, w.names.EventsStream())
+	events, err := waitTransient(ctx, w.log, "look up the events stream", func(ctx context.Context) (jetstream.Stream, error) {
+		return js.Stream(ctx, w.names.EventsStream())
+	})
 	if err != nil {
 		return fmt.Errorf("worker: events stream %s: %w", w.names.EventsStream(), err)
 	}
@@ -152,7 +154,9 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 		if err != nil {
 			return fmt.Errorf("worker: agent %q: %w", agent, err)
 		}
-		c, err := js.Consumer(ctx, w.names.RunsStream(), name)
+		c, err := waitTransient(ctx, w.log, "look up consumer "+name, func(ctx context.Context) (jetstream.Consumer, error) {
+			return js.Consumer(ctx, w.names.RunsStream(), name)
+		})
 		if err != nil {
 			return fmt.Errorf("worker: consumer %s on %s: %w (provision the streams first, or drop SkipProvision)", name, w.names.RunsStream(), err)
 		}
@@ -184,6 +188,7 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	}
 	w.claimMu.Unlock()
 	if w.cfg.Agents != nil {
+		w.ann.Update(w.member()) // now that its claim loops run
 		w.followDone = make(chan struct{})
 		go w.followAgents(w.claimCtx)
 	}
@@ -388,5 +393,28 @@ func (w *Worker) claimLoop(ctx context.Context, agent string, cons jetstream.Con
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			w.log.Debug("claim: fetch ended", "agent", agent, "error", err)
 		}
+	}
+}
+
+// waitTransient calls f until it succeeds, fails with an error that is not
+// transient (bus.IsTransient: a cluster still forming, a leader election),
+// or ctx ends, logging each wait: a worker started with its cluster waits
+// for it instead of exiting.
+func waitTransient[T any](ctx context.Context, log *slog.Logger, what string, f func(context.Context) (T, error)) (T, error) {
+	wait := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		v, err := f(cctx)
+		cancel()
+		if err == nil || !bus.IsTransient(err) || ctx.Err() != nil {
+			return v, err
+		}
+		log.Warn("worker: waiting for the cluster", "op", what, "attempt", attempt, "error", err, "next_wait", wait)
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
 	}
 }
