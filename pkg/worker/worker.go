@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -56,6 +57,7 @@ type Worker struct {
 	claimCtx   context.Context
 	stopClaim  context.CancelFunc
 	claimMu    sync.Mutex
+	loops      atomic.Int32                  // claim loops running
 	claimStops map[string]context.CancelFunc // by agent: ends its claim loop
 	followDone chan struct{}
 	started0   time.Time
@@ -341,22 +343,41 @@ func (w *Worker) teardown(ctx context.Context) {
 // free slots (the slots are the worker's, shared by its agents).
 func (w *Worker) claimLoop(ctx context.Context, agent string, cons jetstream.Consumer) {
 	defer w.claimers.Done()
+	w.loops.Add(1)
+	defer w.loops.Add(-1)
 	for {
-		// Wait for at least one free slot.
+		// At most a fair share of the slots per agent's loop, so one
+		// agent's long poll does not hold the slots another's runs need.
+		share := min(64, max(1, w.cfg.Concurrency/max(1, int(w.loops.Load()))))
+		// Reserve the slots before fetching (at least one, then as many
+		// as are free, up to 64): the claim loops of the worker's agents
+		// share its slots, and a message fetched without one would wait
+		// unheartbeated for its ack wait.
 		select {
 		case w.slots <- struct{}{}:
 		case <-ctx.Done():
 			return
 		}
-		free := 1 + w.cfg.Concurrency - len(w.slots)
-		if free > 1 {
-			free = min(free, 64)
+		reserved := 1
+	reserve:
+		for reserved < share {
+			select {
+			case w.slots <- struct{}{}:
+				reserved++
+			default:
+				break reserve
+			}
+		}
+		unreserve := func(n int) {
+			for range n {
+				<-w.slots
+			}
 		}
 		fctx, fcancel := context.WithTimeout(ctx, w.cfg.FetchTimeout)
-		batch, err := cons.Fetch(free, jetstream.FetchContext(fctx))
+		batch, err := cons.Fetch(reserved, jetstream.FetchContext(fctx))
 		if err != nil {
 			fcancel()
-			<-w.slots
+			unreserve(reserved)
 			if ctx.Err() != nil {
 				return
 			}
@@ -370,14 +391,9 @@ func (w *Worker) claimLoop(ctx context.Context, agent string, cons jetstream.Con
 		}
 		n := 0
 		for msg := range batch.Messages() {
-			if n > 0 {
-				// The first message uses the slot taken above.
-				select {
-				case w.slots <- struct{}{}:
-				case <-ctx.Done():
-					_ = msg.Nak()
-					continue
-				}
+			if n == reserved { // never: the fetch asked for reserved
+				_ = msg.Nak()
+				continue
 			}
 			n++
 			w.runs.Add(1)
@@ -387,9 +403,7 @@ func (w *Worker) claimLoop(ctx context.Context, agent string, cons jetstream.Con
 			}(msg)
 		}
 		fcancel()
-		if n == 0 {
-			<-w.slots
-		}
+		unreserve(reserved - n)
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			w.log.Debug("claim: fetch ended", "agent", agent, "error", err)
 		}
