@@ -100,6 +100,35 @@ func (w *Worker) register(d *delivery, ar *activeRun) (unregister func(), ok boo
 // the claim transition and opens its publisher. It returns the execution,
 // or nil and how to settle the delivery.
 func (w *Worker) claim(ctx context.Context, d *delivery, req *bus.RunRequest, runID string, enc bus.Encoding, ag *catalog.Agent, ar *activeRun, rev uint64) (*execution, lifecycle.Verdict) {
+	c := lifecycle.Claim{
+		Worker: w.cfg.ID, Seq: d.meta.Sequence.Stream, Continues: bus.HeaderUint(d.msg.Headers(), bus.HeaderContinues),
+		Now: w.cfg.Clock(), Registry: rev, Submission: int(bus.HeaderUint(d.msg.Headers(), bus.HeaderSubmission)),
+	}
+	// A run no worker has ever claimed (attempt 0, queued: the API's
+	// record, or the sweep's) has no checkpoint and no events: claim it
+	// on the record just read, without reading them. Anything else — or a
+	// lost compare-and-set — takes the whole path below. (Not when run
+	// records expire before events do: a run id indexed anew could have
+	// an earlier incarnation's events; see fastClaims.)
+	if !w.fastClaims {
+		return w.claimSlow(ctx, d, req, runID, enc, ag, ar, c)
+	}
+	if e, err := w.st.Runs().Get(ctx, runID); err == nil && e.Record.Attempt == 0 && e.Record.Status == store.RunQueued {
+		if next, cl, err := lifecycle.ClaimRun(e.Record, c); err == nil {
+			e.Record = next
+			if w.st.Runs().Update(ctx, e) == nil {
+				d.fresh = true
+				plan := lifecycle.Decide(lifecycle.Delivery{FirstClaim: d.firstClaim})
+				return w.claimed(ctx, d, req, runID, enc, ag, ar, plan, nil, cl)
+			}
+		}
+	}
+	return w.claimSlow(ctx, d, req, runID, enc, ag, ar, c)
+}
+
+// claimSlow is claim for a run that may have run before: it reads the
+// run's checkpoint and last event first.
+func (w *Worker) claimSlow(ctx context.Context, d *delivery, req *bus.RunRequest, runID string, enc bus.Encoding, ag *catalog.Agent, ar *activeRun, c lifecycle.Claim) (*execution, lifecycle.Verdict) {
 	log := d.log
 	snap, err := w.st.Checkpointer().Load(ctx, runID)
 	if err != nil && !errors.Is(err, loop.ErrNoSnapshot) {
@@ -111,8 +140,7 @@ func (w *Worker) claim(ctx context.Context, d *delivery, req *bus.RunRequest, ru
 		log.Warn("reading the run's last event failed; releasing the run", "error", err)
 		return nil, lifecycle.Verdict{Settle: lifecycle.Nak, Delay: time.Second}
 	}
-	seq := d.meta.Sequence.Stream
-	continues := bus.HeaderUint(d.msg.Headers(), bus.HeaderContinues)
+	seq, continues := c.Seq, c.Continues
 	// Events stored after this request was: this submission's own.
 	d.published = ofRequest(last, seq, d.meta.Timestamp)
 	if continues != 0 && !d.published {
@@ -144,10 +172,6 @@ func (w *Worker) claim(ctx context.Context, d *delivery, req *bus.RunRequest, ru
 	// another request is a duplicate (a raw publish under a different
 	// Nats-Msg-Id, or racing the API's): it must not start a second
 	// execution, whose events would interleave with the first's.
-	c := lifecycle.Claim{
-		Worker: w.cfg.ID, Seq: seq, Continues: continues, Now: w.cfg.Clock(), Registry: rev,
-		Submission: int(bus.HeaderUint(d.msg.Headers(), bus.HeaderSubmission)),
-	}
 	var (
 		claimed lifecycle.Claimed
 		holder  lifecycle.Holder
@@ -205,6 +229,15 @@ func (w *Worker) claim(ctx context.Context, d *delivery, req *bus.RunRequest, ru
 		log.Warn("run index update failed; releasing the run", "error", err)
 		return nil, lifecycle.Verdict{Settle: lifecycle.Nak, Delay: time.Second}
 	}
+	return w.claimed(ctx, d, req, runID, enc, ag, ar, plan, last, claimed)
+}
+
+// claimed finishes a claim: the registry revision's agent, the ownership
+// record and the event publisher, which continues after last (nil: the
+// run has no event yet).
+func (w *Worker) claimed(ctx context.Context, d *delivery, req *bus.RunRequest, runID string, enc bus.Encoding, ag *catalog.Agent, ar *activeRun, plan lifecycle.Plan, last *bus.StoredEvent, claimed lifecycle.Claimed) (*execution, lifecycle.Verdict) {
+	log := d.log
+	seq := d.meta.Sequence.Stream
 	ar.submission.Store(int64(claimed.Submission))
 	x := &execution{d: d, req: req, runID: runID, enc: enc, ag: ag, ar: ar, plan: plan, last: last,
 		holder: lifecycle.Holder{Worker: w.cfg.ID, Attempt: claimed.Attempt}}

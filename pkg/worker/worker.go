@@ -57,6 +57,7 @@ type Worker struct {
 	claimCtx   context.Context
 	stopClaim  context.CancelFunc
 	claimMu    sync.Mutex
+	fastClaims bool                          // see claim
 	loops      atomic.Int32                  // claim loops running
 	claimStops map[string]context.CancelFunc // by agent: ends its claim loop
 	followDone chan struct{}
@@ -150,6 +151,13 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("worker: events stream %s: %w", w.names.EventsStream(), err)
 	}
 	w.warnLongApprovals(events.CachedInfo().Config.MaxAge)
+	// Claims of runs never claimed skip reading their (absent) checkpoint
+	// and events, unless run records can expire before events do (a run
+	// id indexed anew could then have an earlier incarnation's events).
+	if rs, err := js.Stream(ctx, bus.KVStream(w.cfg.Store.RunBucket)); err == nil {
+		runsAge, eventsAge := rs.CachedInfo().Config.MaxAge, events.CachedInfo().Config.MaxAge
+		w.fastClaims = runsAge == 0 || (eventsAge != 0 && runsAge >= eventsAge)
+	}
 	w.cons, w.claimStops = map[string]jetstream.Consumer{}, map[string]context.CancelFunc{}
 	for _, agent := range agents {
 		name, err := w.names.AgentConsumer(agent)
