@@ -6,9 +6,33 @@
 // # Lifecycle
 //
 // [New] validates a [Config] and starts nothing; [Worker.Start] provisions
-// streams and buckets, binds the stores and starts the claim loop; [Worker.Stop]
+// streams and buckets, binds the stores and starts a claim loop per agent;
+// [Worker.Stop]
 // stops claiming, lets runs finish within the grace period, then interrupts
 // the rest at a checkpoint and releases them to another worker.
+//
+// # Routing by agent
+//
+// Every agent has its own consumer on the runs work queue (agent-<name>,
+// filtered on its submit subject; bus.ProvisionAgents): a worker fetches
+// only from the consumers of the agents it serves, so workers of one fleet
+// may serve different agents files, and a run whose agent no live worker
+// serves waits, queued. Workers announce themselves and their agents in the
+// fleet registry (pkg/fleet), which the API reads to accept submits and
+// explain queued runs. With [Config.Agents] (the agents registry,
+// pkg/registry) the served agents change while the worker runs, and a run
+// resumes with the agents of the registry revision it is pinned to.
+//
+// # The lifecycle
+//
+// A delivery is register → claim → run → settle: what to do with it
+// (lifecycle.Decide), the claim transition, the loop, then how to settle
+// its message (lifecycle.Settle), with one function doing every ack, nak
+// and term. Every change of the run record is a transition of
+// pkg/lifecycle. A claim of a run another worker holds is refused until
+// the holder, asked over its presence subject, says it no longer holds it
+// or has left the fleet: a redelivery after a NATS restart never runs a
+// run twice.
 //
 // # Crashes and resume
 //
