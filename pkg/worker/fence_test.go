@@ -91,12 +91,16 @@ func TestRedeliveryWhileTheHolderReconnects(t *testing.T) {
 	require.NoError(t, err)
 	f.StartWorker(withConfig(workerConfig(t, f, "w2"), func(c *worker.Config) { c.ReconnectGrace = 300 * time.Millisecond }))
 
-	// While ghost is announced, every delivery is left to it.
+	// While ghost is announced (kept fresh here, as its refreshes would),
+	// every delivery is left to it.
+	ghost := fleet.Member{Worker: "ghost", Agents: []bus.AgentInfo{{Name: "doze"}}}
 	require.Eventually(t, func() bool {
+		if reg.Announce(ctx, ghost) != nil {
+			return false
+		}
 		info, err := agentConsumerInfo(ctx, f, "doze")
 		return err == nil && info.NumRedelivered > 0 && info.Delivered.Consumer >= 3
-	}, 15*time.Second, 20*time.Millisecond, "the request was not delivered (and asked about) again and again")
-	require.NoError(t, reg.Announce(ctx, fleet.Member{Worker: "ghost", Agents: []bus.AgentInfo{{Name: "doze"}}}))
+	}, 30*time.Second, 20*time.Millisecond, "the request was not delivered (and asked about) again and again")
 	st, err := f.Client.Status(ctx, "held-by-ghost")
 	require.NoError(t, err)
 	require.Equal(t, "ghost", st.Worker, "a worker took over a run whose holder is only reconnecting")
