@@ -2,9 +2,11 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 	"time"
 
@@ -44,6 +46,22 @@ func parse(fs *flag.FlagSet, args []string) (pos []string, ok bool) {
 type natsFlags struct {
 	url    string
 	prefix string
+	creds  string
+	nkey   string
+}
+
+// shown is the URL as logs and messages show it: without a password.
+func (f *natsFlags) shown() string { return redactURLs(f.url) }
+
+// redactURLs hides the passwords of a comma-separated list of URLs.
+func redactURLs(s string) string {
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			parts[i] = u.Redacted()
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 func addNATSFlags(fs *flag.FlagSet, env *Env) *natsFlags {
@@ -54,6 +72,8 @@ func addNATSFlags(fs *flag.FlagSet, env *Env) *natsFlags {
 	}
 	fs.StringVar(&f.url, "nats", def, "NATS server URL (default $NATS_URL, then nats://127.0.0.1:4222)")
 	fs.StringVar(&f.prefix, "prefix", "lovia", "subject prefix")
+	fs.StringVar(&f.creds, "creds", env.Getenv("NATS_CREDS"), "NATS user credentials file (JWT and nkey seed; default $NATS_CREDS)")
+	fs.StringVar(&f.nkey, "nkey", env.Getenv("NATS_NKEY"), "NATS nkey seed file (default $NATS_NKEY)")
 	return f
 }
 
@@ -66,9 +86,26 @@ func (f *natsFlags) connect(name string) (*nats.Conn, error) {
 		// minutes, so they move to another node of the cluster.
 		opts = append(opts, nats.MaxReconnects(-1), nats.PingInterval(5*time.Second), nats.MaxPingsOutstanding(3))
 	}
+	if f.creds != "" && f.nkey != "" {
+		return nil, fmt.Errorf("--creds and --nkey are two ways to log in to NATS: give one")
+	}
+	if f.creds != "" {
+		opts = append(opts, nats.UserCredentials(f.creds))
+	}
+	if f.nkey != "" {
+		opt, err := nats.NkeyOptionFromSeed(f.nkey)
+		if err != nil {
+			return nil, fmt.Errorf("--nkey %s: %w (the file holds an nkey seed, SU…, as nsc or nk -gen user writes it)", f.nkey, err)
+		}
+		opts = append(opts, opt)
+	}
 	nc, err := nats.Connect(f.url, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("cannot connect to NATS at %s: %w (start one with `lovia dev`, or pass --nats / set NATS_URL)", f.url, err)
+		hint := "start one with `lovia dev`, or pass --nats / set NATS_URL"
+		if errors.Is(err, nats.ErrAuthorization) || strings.Contains(strings.ToLower(err.Error()), "authorization") {
+			hint = "the server refused these credentials: check --creds, --nkey or the user:password in --nats (see docs/nats.md#permissions)"
+		}
+		return nil, fmt.Errorf("cannot connect to NATS at %s: %w (%s)", f.shown(), err, hint)
 	}
 	return nc, nil
 }

@@ -99,7 +99,7 @@ func runGateway(ctx context.Context, env *Env, args []string) int {
 	if err != nil {
 		return fail(env.Stderr, err)
 	}
-	fmt.Fprintf(env.Stderr, "lovia gateway on %s (NATS %s)\n", url, nf.url)
+	fmt.Fprintf(env.Stderr, "lovia gateway on %s (NATS %s)\n", url, nf.shown())
 	if len(tokens) == 0 {
 		fmt.Fprintln(env.Stderr, "lovia gateway: no --token configured: anyone who can reach the address can submit and control runs")
 	}

@@ -181,7 +181,7 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 		}
 	}
 	probes.started()
-	fmt.Fprintf(env.Stderr, "lovia worker %s serving agents %s on %s\n", w.ID(), strings.Join(w.Agents(), ", "), nf.url)
+	fmt.Fprintf(env.Stderr, "lovia worker %s serving agents %s on %s\n", w.ID(), strings.Join(w.Agents(), ", "), nf.shown())
 	<-ctx.Done()
 	probes.stopping()
 	stopCtx, cancel := context.WithTimeout(context.Background(), WorkerStopTimeout)
