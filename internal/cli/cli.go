@@ -49,6 +49,7 @@ func commands() map[string]command {
 		"memory":  {"the Memory plugin's bucket: show SCOPE (session:ID or user:ID)", runMemory},
 		"agents":  {"the agents registry: apply FILE, ls, get, history, rm", runAgents},
 		"answer":  {"answer a run's ask_human question: lovia answer RUN_ID CALL_ID TEXT", runAnswer},
+		"version": {"print the version, commit, Go and nats-server versions", runVersion},
 		"workers": {"list the live workers: the agents each serves, runs in flight, version", runWorkers},
 
 		// Scheduled runs (schedule.go).
@@ -66,6 +67,9 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 			return ExitUsage
 		}
 		return ExitOK
+	}
+	if args[0] == "--version" {
+		args[0] = "version"
 	}
 	c, ok := cmds[args[0]]
 	if !ok {

@@ -44,10 +44,11 @@ func parse(fs *flag.FlagSet, args []string) (pos []string, ok bool) {
 
 // natsFlags are the flags of every command that talks to a fleet.
 type natsFlags struct {
-	url    string
-	prefix string
-	creds  string
-	nkey   string
+	url                    string
+	prefix                 string
+	creds                  string
+	nkey                   string
+	tlsCA, tlsCert, tlsKey string
 }
 
 // shown is the URL as logs and messages show it: without a password.
@@ -74,6 +75,9 @@ func addNATSFlags(fs *flag.FlagSet, env *Env) *natsFlags {
 	fs.StringVar(&f.prefix, "prefix", "lovia", "subject prefix")
 	fs.StringVar(&f.creds, "creds", env.Getenv("NATS_CREDS"), "NATS user credentials file (JWT and nkey seed; default $NATS_CREDS)")
 	fs.StringVar(&f.nkey, "nkey", env.Getenv("NATS_NKEY"), "NATS nkey seed file (default $NATS_NKEY)")
+	fs.StringVar(&f.tlsCA, "tls-ca", env.Getenv("NATS_CA"), "CA certificate file that signed the NATS servers' certificates (default $NATS_CA)")
+	fs.StringVar(&f.tlsCert, "tls-cert", env.Getenv("NATS_CERT"), "client certificate file for NATS TLS (default $NATS_CERT; with --tls-key)")
+	fs.StringVar(&f.tlsKey, "tls-key", env.Getenv("NATS_KEY"), "client key file for NATS TLS (default $NATS_KEY; with --tls-cert)")
 	return f
 }
 
@@ -91,6 +95,15 @@ func (f *natsFlags) connect(name string) (*nats.Conn, error) {
 	}
 	if f.creds != "" {
 		opts = append(opts, nats.UserCredentials(f.creds))
+	}
+	if f.tlsCA != "" {
+		opts = append(opts, nats.RootCAs(f.tlsCA))
+	}
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return nil, fmt.Errorf("--tls-cert and --tls-key go together: give both (the client certificate and its key)")
+	}
+	if f.tlsCert != "" {
+		opts = append(opts, nats.ClientCert(f.tlsCert, f.tlsKey))
 	}
 	if f.nkey != "" {
 		opt, err := nats.NkeyOptionFromSeed(f.nkey)

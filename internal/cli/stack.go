@@ -67,7 +67,15 @@ func logger(env *Env, level string) (*slog.Logger, error) {
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
 	}
-	return slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: l})), nil
+	opts := &slog.HandlerOptions{Level: l}
+	switch format := env.Getenv("LOVIA_LOG_FORMAT"); format {
+	case "", "text":
+		return slog.New(slog.NewTextHandler(env.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(env.Stderr, opts)), nil
+	default:
+		return nil, fmt.Errorf("LOVIA_LOG_FORMAT %q: use text or json", format)
+	}
 }
 
 // fleetDeps are the pieces a worker or gateway process builds once.
