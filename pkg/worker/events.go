@@ -33,6 +33,7 @@ type eventSink struct {
 	err    error
 	turnT0 time.Time
 	toolT0 map[string]time.Time
+	askT0  map[string]time.Time // approval_required, by call
 
 	// Delta coalescing (Config.CoalesceDeltas > 0): consecutive text (or
 	// reasoning) deltas are sent as one event when CoalesceDeltas passed
@@ -201,7 +202,21 @@ func (s *eventSink) publishOne(ctx context.Context, ev loop.Event) bool {
 			s.w.m.turnSeconds.WithLabelValues(s.agent).Observe(time.Since(s.turnT0).Seconds())
 		}
 		flush = true
-	case *loop.UserMessageInjected, *loop.ApprovalRequired, *loop.ApprovalResolved, *loop.HandoffOccurred, *loop.ContextCompacted:
+	case *loop.ApprovalRequired:
+		if s.askT0 == nil {
+			s.askT0 = map[string]time.Time{}
+		}
+		s.askT0[e.Call.ID] = time.Now()
+		flush = true
+	case *loop.ApprovalResolved:
+		if t0, ok := s.askT0[e.CallID]; ok {
+			s.w.m.approvalWait.WithLabelValues(s.agent, string(e.Decision)).Observe(time.Since(t0).Seconds())
+			delete(s.askT0, e.CallID)
+		}
+		flush = true
+	case *loop.ToolCallFailed:
+		s.w.m.toolErrors.WithLabelValues(e.Call.Name).Inc()
+	case *loop.UserMessageInjected, *loop.HandoffOccurred, *loop.ContextCompacted:
 		flush = true
 	case *loop.RunCompleted, *loop.RunFailed:
 		if e, ok := ev.(*loop.RunFailed); ok && errors.Is(e.Err, loop.ErrFenced) {
@@ -215,6 +230,11 @@ func (s *eventSink) publishOne(ctx context.Context, ev loop.Event) bool {
 		// event finds the run's status final, so a resubmission is
 		// replayed rather than taken for a submission still in flight.
 		s.w.indexOutcome(ctx, s.d, s.runID, ev)
+		outcome := "completed"
+		if _, failed := ev.(*loop.RunFailed); failed {
+			outcome = "failed"
+		}
+		s.w.m.runSeconds.WithLabelValues(s.agent, outcome).Observe(time.Since(s.d.meta.Timestamp).Seconds())
 		s.terminal = true
 		flush = true
 	}

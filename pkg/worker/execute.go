@@ -239,6 +239,9 @@ func (w *Worker) claimed(ctx context.Context, d *delivery, req *bus.RunRequest, 
 	log := d.log
 	seq := d.meta.Sequence.Stream
 	ar.submission.Store(int64(claimed.Submission))
+	if d.fresh && d.firstClaim {
+		w.m.queueWait.WithLabelValues(ag.Name).Observe(time.Since(d.meta.Timestamp).Seconds())
+	}
 	x := &execution{d: d, req: req, runID: runID, enc: enc, ag: ag, ar: ar, plan: plan, last: last,
 		holder: lifecycle.Holder{Worker: w.cfg.ID, Attempt: claimed.Attempt}}
 	if err := w.pinned(ctx, x, claimed.Registry); err != nil {

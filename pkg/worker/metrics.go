@@ -25,6 +25,12 @@ type metrics struct {
 	parked       prometheus.Counter
 	released     prometheus.Counter
 	abandoned    prometheus.Counter
+	queueWait    *prometheus.HistogramVec
+	runSeconds   *prometheus.HistogramVec
+	toolErrors   *prometheus.CounterVec
+	approvalWait *prometheus.HistogramVec
+	pending      *prometheus.GaugeVec
+	info         *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -46,6 +52,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		parked:       prometheus.NewCounter(prometheus.CounterOpts{Name: "lovia_runs_parked_total", Help: "Runs this worker parked to wait for an approval decision off the worker."}),
 		released:     prometheus.NewCounter(prometheus.CounterOpts{Name: "lovia_runs_released_total", Help: "Runs this worker gave back to the work queue without ending them (shutdown, interruption, transient failure)."}),
 		abandoned:    prometheus.NewCounter(prometheus.CounterOpts{Name: "lovia_runs_abandoned_total", Help: "Runs found running or queued with no worker holding them and no request left, failed by this worker's sweep."}),
+		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lovia_run_queue_wait_seconds", Help: "From a run request's storing to its first claim, by agent.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 12)}, []string{"agent"}),
+		runSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lovia_run_duration_seconds", Help: "From a run's first claim to its terminal event, by agent and outcome (completed, failed).",
+			Buckets: prometheus.ExponentialBuckets(0.01, 4, 12)}, []string{"agent", "outcome"}),
+		toolErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lovia_tool_errors_total", Help: "Tool calls that failed (tool_call_failed), by tool."}, []string{"tool"}),
+		approvalWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lovia_approval_wait_seconds", Help: "From approval_required to approval_resolved on this worker, by agent and decision.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 4, 12)}, []string{"agent", "decision"}),
+		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lovia_runs_pending", Help: "Run requests waiting in an agent's work queue (its consumer's pending count), for the agents this worker serves."}, []string{"agent"}),
+		info:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lovia_worker_info", Help: "1 per live worker, labelled with its id, version and the agents it serves."}, []string{"worker", "version", "agents"}),
 	}
 	// Workers of one process share a registry: reuse what is registered.
 	reuse := func(c prometheus.Collector) (prometheus.Collector, error) {
@@ -78,6 +93,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			*d = got.(prometheus.Gauge)
 		case *prometheus.Histogram:
 			*d = got.(prometheus.Histogram)
+		case **prometheus.GaugeVec:
+			*d = got.(*prometheus.GaugeVec)
 		}
 	}
 	register(&m.started, m.started)
@@ -97,6 +114,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	register(&m.parked, m.parked)
 	register(&m.released, m.released)
 	register(&m.abandoned, m.abandoned)
+	register(&m.queueWait, m.queueWait)
+	register(&m.runSeconds, m.runSeconds)
+	register(&m.toolErrors, m.toolErrors)
+	register(&m.approvalWait, m.approvalWait)
+	register(&m.pending, m.pending)
+	register(&m.info, m.info)
 	if err != nil {
 		return nil, err
 	}

@@ -138,6 +138,7 @@ func poisonRunID(req *bus.RunRequest, h nats.Header, streamSeq uint64) string {
 // (never redelivered).
 func (w *Worker) poison(ctx context.Context, d *delivery, runID, agent string, enc bus.Encoding, typ, msg, hint string) {
 	w.m.poison.WithLabelValues(typ).Inc()
+	w.m.failed.WithLabelValues(agent, typ).Inc() // a poison request is a failed run too
 	d.log.Warn("poison run request terminated", "run_id", runID, "type", typ, "error", msg)
 	if runID != "" {
 		info := loop.ErrorInfo{Type: typ, Message: msg, Hint: hint}

@@ -94,6 +94,25 @@ func TestStatusAndMetrics(t *testing.T) {
 	require.EqualValues(t, 1, histCount(t, reg, "lovia_tool_seconds", "tool", "echo"))
 	require.EqualValues(t, 2, histCount(t, reg, "lovia_turn_seconds", "agent", "gated"))
 	require.Positive(t, histCount(t, reg, "lovia_event_publish_seconds"))
+	// What an operator asks for (the operate issue's list).
+	require.Equal(t, 1.0, counter(t, reg, "lovia_runs_failed_total", "agent", "sleeper", "type", "InvalidRequest"), "a poison request counts as a failed run")
+	require.EqualValues(t, 1, histCount(t, reg, "lovia_approval_wait_seconds", "agent", "gated", "decision", "approve"))
+	require.Positive(t, histCount(t, reg, "lovia_run_queue_wait_seconds", "agent", "gated"))
+	require.EqualValues(t, 1, histCount(t, reg, "lovia_run_duration_seconds", "agent", "gated", "outcome", "completed"))
+	require.EqualValues(t, 1, histCount(t, reg, "lovia_run_duration_seconds", "agent", "sleeper", "outcome", "failed"))
+	require.Equal(t, 1.0, gauge(t, reg, "lovia_worker_info", "worker", "w1"))
+	require.Eventually(t, func() bool {
+		mfs, err := reg.Gather()
+		if err != nil {
+			return false
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "lovia_runs_pending" {
+				return true
+			}
+		}
+		return false
+	}, 15*time.Second, 50*time.Millisecond, "lovia_runs_pending (the work-queue depth) was never exported")
 	names := map[string]bool{}
 	mfs, err := reg.Gather()
 	require.NoError(t, err)

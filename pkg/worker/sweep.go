@@ -46,6 +46,7 @@ func (w *Worker) sweep(ctx context.Context) {
 			if err := w.sweepUnrouted(ctx, seen); err != nil && ctx.Err() == nil {
 				w.log.Debug("sweep of unrouted run requests failed; retrying", "error", err)
 			}
+			w.measurePending(ctx)
 		}
 	}
 }
@@ -169,4 +170,23 @@ func (w *Worker) abandon(ctx context.Context, e *store.RunEntry) {
 	}
 	w.m.abandoned.Inc()
 	w.log.Warn("run lost: no worker holds it and its request is gone; failed it", "run_id", runID)
+}
+
+// measurePending exports the work-queue depth of each agent this worker
+// serves (lovia_runs_pending): the signal to scale workers on.
+func (w *Worker) measurePending(ctx context.Context) {
+	for _, agent := range w.served() {
+		name, err := w.names.AgentConsumer(agent)
+		if err != nil {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, w.cfg.StoreTimeout)
+		c, err := w.js.Consumer(cctx, w.names.RunsStream(), name)
+		if err == nil {
+			if info, err := c.Info(cctx); err == nil {
+				w.m.pending.WithLabelValues(agent).Set(float64(info.NumPending))
+			}
+		}
+		cancel()
+	}
 }

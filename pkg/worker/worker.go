@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/catalog"
@@ -202,6 +204,7 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 		w.followDone = make(chan struct{})
 		go w.followAgents(w.claimCtx)
 	}
+	w.m.info.WithLabelValues(w.cfg.ID, buildVersion(), strings.Join(agents, ",")).Set(1)
 	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "ack_wait", w.cfg.AckWait, "agents", agents)
 	return nil
 }
@@ -305,6 +308,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	}
 	<-done
 	w.teardown(ctx)
+	w.m.info.DeletePartialMatch(prometheus.Labels{"worker": w.cfg.ID})
 	w.log.Info("worker stopped")
 	return nil
 }
