@@ -93,7 +93,9 @@ func (g *Gateway) serve(mux *http.ServeMux, w http.ResponseWriter, r *http.Reque
 	_ = http.NewResponseController(rec).SetWriteDeadline(time.Now().Add(g.cfg.WriteTimeout))
 	switch {
 	case g.cors(rec, r):
-	case pattern != routeHealth && !g.authorized(rec, r):
+	// Health and metrics need no token, as load balancers and Prometheus
+	// expect: neither says anything about a run.
+	case pattern != routeHealth && pattern != routeMetrics && !g.authorized(rec, r):
 	case pattern == "":
 		g.unrouted(h, rec, r)
 	default:
