@@ -66,6 +66,7 @@ func runGateway(ctx context.Context, env *Env, args []string) int {
 	var origins multiFlag
 	fs.Var(&origins, "cors-origin", "origin whose browser pages may call the gateway, e.g. https://app.example.com, or * (repeatable)")
 	logLevel := fs.String("log-level", "info", "log level")
+	logFormat := fs.String("log-format", "", "log format: text or json (default $LOVIA_LOG_FORMAT, then text)")
 	if _, ok := parse(fs, args); !ok {
 		return ExitUsage
 	}
@@ -76,7 +77,7 @@ func runGateway(ctx context.Context, env *Env, args []string) int {
 			}
 		}
 	}
-	log, err := logger(env, *logLevel)
+	log, err := logger(env, *logLevel, *logFormat)
 	if err != nil {
 		return usageErr(env, fs, err.Error())
 	}

@@ -38,6 +38,7 @@ type workerFlags struct {
 	parkAfter   time.Duration
 	outage      time.Duration
 	logLevel    string
+	logFormat   string
 	// listOnly builds agents for listing (the gateway): no MCP server
 	// is started.
 	listOnly bool
@@ -52,6 +53,7 @@ func addWorkerFlags(fs *flag.FlagSet) *workerFlags {
 	fs.IntVar(&f.concurrency, "concurrency", worker.DefaultConcurrency, "runs executed at once per worker")
 	fs.DurationVar(&f.ackWait, "ack-wait", 0, "claim ack wait, fleet-wide: a silent worker loses its runs after this; unset: the fleet's (30s when new)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&f.logFormat, "log-format", "", "log format: text or json (default $LOVIA_LOG_FORMAT, then text)")
 	fs.IntVar(&f.maxPending, "max-ack-pending", 0, "runs the whole fleet may hold at once (every worker's --concurrency, plus headroom); unset: the fleet's (10000 when new)")
 	fs.IntVar(&f.replicas, "replicas", 0, "replicas of the streams and buckets (3 on a cluster); unset: 1 for new ones, existing ones keep theirs")
 	fs.DurationVar(&f.coalesce, "coalesce", 50*time.Millisecond, "send streamed text as one event at most this often (0: one event per model delta)")
@@ -62,19 +64,23 @@ func addWorkerFlags(fs *flag.FlagSet) *workerFlags {
 	return f
 }
 
-func logger(env *Env, level string) (*slog.Logger, error) {
+func logger(env *Env, level string, format ...string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
 	}
 	opts := &slog.HandlerOptions{Level: l}
-	switch format := env.Getenv("LOVIA_LOG_FORMAT"); format {
+	f := env.Getenv("LOVIA_LOG_FORMAT")
+	if len(format) > 0 && format[0] != "" {
+		f = format[0]
+	}
+	switch f {
 	case "", "text":
 		return slog.New(slog.NewTextHandler(env.Stderr, opts)), nil
 	case "json":
 		return slog.New(slog.NewJSONHandler(env.Stderr, opts)), nil
 	default:
-		return nil, fmt.Errorf("LOVIA_LOG_FORMAT %q: use text or json", format)
+		return nil, fmt.Errorf("--log-format (or LOVIA_LOG_FORMAT) %q: use text or json", f)
 	}
 }
 
@@ -147,7 +153,7 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	if _, ok := parse(fs, args); !ok {
 		return ExitUsage
 	}
-	log, err := logger(env, wf.logLevel)
+	log, err := logger(env, wf.logLevel, wf.logFormat)
 	if err != nil {
 		return usageErr(env, fs, err.Error())
 	}
@@ -270,7 +276,7 @@ func runDev(ctx context.Context, env *Env, args []string) int {
 		// its workers, whatever an older store directory recorded.
 		wf.maxPending = max(bus.DefaultWorkersAckPending, *workers*wf.concurrency)
 	}
-	log, err := logger(env, wf.logLevel)
+	log, err := logger(env, wf.logLevel, wf.logFormat)
 	if err != nil {
 		return usageErr(env, fs, err.Error())
 	}

@@ -91,4 +91,9 @@ func TestVersionAndJSONLogs(t *testing.T) {
 	require.Equal(t, "hello", line["msg"])
 	_, err = logger(&Env{Stderr: &errb, Getenv: getenv(map[string]string{"LOVIA_LOG_FORMAT": "xml"})}, "info")
 	require.ErrorContains(t, err, "use text or json")
+	errb.Reset()
+	log, err = logger(&Env{Stderr: &errb, Getenv: getenv(nil)}, "info", "json")
+	require.NoError(t, err)
+	log.Info("flag")
+	require.NoError(t, json.Unmarshal(errb.Bytes(), &line), "--log-format json: %s", errb.String())
 }
