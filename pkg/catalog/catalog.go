@@ -143,6 +143,10 @@ var DemoSpec = Spec{
 	Tools:        []string{"calculator", "time_now"},
 }
 
+// Empty is a catalog with no agent (an agents registry whose agents were
+// all removed: a worker serving it claims nothing).
+func Empty() *Catalog { return &Catalog{agents: map[string]*Agent{}} }
+
 // Default returns the catalog with only the built-in demo agent.
 func Default(opts Options) (*Catalog, error) {
 	return Build(File{Agents: []Spec{DemoSpec}}, opts)

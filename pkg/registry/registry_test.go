@@ -118,5 +118,10 @@ func TestRegistry(t *testing.T) {
 		case <-ctx.Done():
 		}
 		require.Eventually(t, func() bool { return len(src.Served()) == 3 }, 10*time.Second, 10*time.Millisecond, "the new billing agent was never served: %v", src.Served())
+		for _, name := range []string{"support", "billing-eu", "billing-us", "ops"} {
+			require.NoError(t, reg.Remove(ctx, name))
+		}
+		require.Eventually(t, func() bool { return len(src.Served()) == 0 }, 10*time.Second, 10*time.Millisecond,
+			"agents removed from the registry are still served: %v", src.Served())
 	})
 }

@@ -127,6 +127,10 @@ func (s *Source) build(ctx context.Context, rev uint64) (*catalog.Catalog, error
 	for _, e := range es {
 		specs = append(specs, e.Spec)
 	}
+	if len(specs) == 0 && rev != 0 {
+		// Every agent was removed: serve none (not the last ones).
+		return catalog.Empty(), nil
+	}
 	for len(specs) > 0 {
 		cat, err := catalog.Build(catalog.File{Agents: specs}, s.opts)
 		if err == nil {
