@@ -356,3 +356,18 @@ func Abandon(r store.RunRecord, info loop.ErrorInfo, now time.Time) (store.RunRe
 	r.Status, r.Error, r.FinishedAt = Failed, &info, now.UTC()
 	return r, nil
 }
+
+// Modify adapts a transition to store.Runs.Modify (a compare-and-set on
+// the record, re-read and re-applied when another writer came first): the
+// record becomes the transition's result, or stays as it was and the
+// refusal is returned.
+func Modify(t func(store.RunRecord) (store.RunRecord, error)) func(*store.RunRecord) error {
+	return func(r *store.RunRecord) error {
+		next, err := t(*r)
+		if err != nil {
+			return err
+		}
+		*r = next
+		return nil
+	}
+}

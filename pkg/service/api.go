@@ -172,7 +172,7 @@ func (a *API) Submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 		if rec.Agent != "" && req.Agent != rec.Agent {
 			return nil, invalid("agent", fmt.Sprintf("run %s belongs to agent %q, not %q", req.RunID, rec.Agent, req.Agent))
 		}
-		e, err = runs.Modify(ctx, req.RunID, transition(lifecycle.Resubmit))
+		e, err = runs.Modify(ctx, req.RunID, lifecycle.Modify(lifecycle.Resubmit))
 		if errors.Is(err, lifecycle.ErrNotEnded) {
 			reply.Status = bus.StateQueued
 			return reply, nil
@@ -189,18 +189,6 @@ func (a *API) Submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 		return nil, err
 	}
 	return reply, nil
-}
-
-// transition adapts a lifecycle transition to store.Runs.Modify.
-func transition(t func(store.RunRecord) (store.RunRecord, error)) func(*store.RunRecord) error {
-	return func(r *store.RunRecord) error {
-		next, err := t(*r)
-		if err != nil {
-			return err
-		}
-		*r = next
-		return nil
-	}
 }
 
 // wireState is a run status as docs/protocol.md#run-status names it: a parked run (waiting
@@ -242,7 +230,7 @@ func (a *API) settled(ctx context.Context, e *store.RunEntry) store.RunRecord {
 	if owned, err := a.cfg.Store.Control().Owned(ctx, rec.RunID); err != nil || owned {
 		return rec
 	}
-	fixed, err := a.cfg.Store.Runs().Modify(ctx, rec.RunID, transition(func(r store.RunRecord) (store.RunRecord, error) {
+	fixed, err := a.cfg.Store.Runs().Modify(ctx, rec.RunID, lifecycle.Modify(func(r store.RunRecord) (store.RunRecord, error) {
 		return lifecycle.Repair(r, ev, last.Stored)
 	}))
 	if err != nil {

@@ -129,7 +129,7 @@ func (w *Worker) failDeadLetter(ctx context.Context, runID string, enc bus.Encod
 			}
 		}
 	}
-	_, _ = w.st.Runs().Modify(ctx, runID, transition(func(r store.RunRecord) (store.RunRecord, error) {
+	_, _ = w.st.Runs().Modify(ctx, runID, lifecycle.Modify(func(r store.RunRecord) (store.RunRecord, error) {
 		return lifecycle.Finish(r, &loop.RunFailed{Error: info}, w.cfg.Clock())
 	}))
 	w.m.failed.WithLabelValues("", TypeMaxDeliveries).Inc()

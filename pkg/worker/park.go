@@ -53,7 +53,7 @@ func (w *Worker) park(ctx context.Context, x *execution, p *parking) (wake bool)
 		CallID: p.callID, Deadline: p.deadline, Request: body, ContentType: x.enc.ContentType(),
 		Continues: d.meta.Sequence.Stream, TimerRevision: timer, LastSeq: x.rp.NextSeq() - 1,
 	}
-	_, err = w.st.Runs().Modify(ctx, runID, transition(func(r store.RunRecord) (store.RunRecord, error) {
+	_, err = w.st.Runs().Modify(ctx, runID, lifecycle.Modify(func(r store.RunRecord) (store.RunRecord, error) {
 		return lifecycle.Park(r, x.holder, parking)
 	}))
 	if errors.Is(err, lifecycle.ErrNotHolder) {

@@ -170,7 +170,7 @@ func (w *Worker) failPoisonRun(ctx context.Context, runID, agent string, info *l
 	if !errors.Is(err, store.ErrRunExists) {
 		return true, false
 	}
-	_, err = w.st.Runs().Modify(ctx, runID, transition(func(r store.RunRecord) (store.RunRecord, error) {
+	_, err = w.st.Runs().Modify(ctx, runID, lifecycle.Modify(func(r store.RunRecord) (store.RunRecord, error) {
 		publish = r.Status == store.RunFailed
 		return lifecycle.Reject(r, *info, w.cfg.ID, now, seq)
 	}))
@@ -297,7 +297,7 @@ func (w *Worker) healReplay(ctx context.Context, d *delivery, req *bus.RunReques
 		d.log.Warn("replay of a completed run failed", "error", err)
 		return
 	}
-	_, _ = w.st.Runs().Modify(ctx, runID, transition(func(r store.RunRecord) (store.RunRecord, error) {
+	_, _ = w.st.Runs().Modify(ctx, runID, lifecycle.Modify(func(r store.RunRecord) (store.RunRecord, error) {
 		return lifecycle.HealOutcome(r, res, w.cfg.Clock(), d.meta.Sequence.Stream)
 	}))
 }

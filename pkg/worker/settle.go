@@ -96,7 +96,7 @@ func (w *Worker) unclaim(ctx context.Context, x *execution) {
 	if err != nil {
 		return
 	}
-	_, err = w.st.Runs().Modify(ctx, x.runID, transition(func(r store.RunRecord) (store.RunRecord, error) {
+	_, err = w.st.Runs().Modify(ctx, x.runID, lifecycle.Modify(func(r store.RunRecord) (store.RunRecord, error) {
 		if !x.holder.Holds(r) || r.Status != store.RunRunning {
 			return r, &lifecycle.Refusal{Transition: "unclaim", State: r.Status, Err: lifecycle.ErrNotHolder}
 		}
@@ -138,7 +138,7 @@ func (w *Worker) settleMsg(ctx context.Context, d *delivery, v lifecycle.Verdict
 func (w *Worker) release(ctx context.Context, x *execution, delay time.Duration, why string) bool {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.StoreTimeout)
 	defer cancel()
-	_, err := w.st.Runs().Modify(rctx, x.runID, transition(func(r store.RunRecord) (store.RunRecord, error) {
+	_, err := w.st.Runs().Modify(rctx, x.runID, lifecycle.Modify(func(r store.RunRecord) (store.RunRecord, error) {
 		return lifecycle.Release(r, x.holder)
 	}))
 	if errors.Is(err, lifecycle.ErrNotHolder) {
@@ -154,18 +154,6 @@ func (w *Worker) release(ctx context.Context, x *execution, delay time.Duration,
 	x.d.log.Info("run released for another worker", "why", why)
 	w.settleMsg(ctx, x.d, lifecycle.Verdict{Settle: lifecycle.Nak, Delay: delay})
 	return true
-}
-
-// transition adapts a lifecycle transition to store.Runs.Modify.
-func transition(t func(store.RunRecord) (store.RunRecord, error)) func(*store.RunRecord) error {
-	return func(r *store.RunRecord) error {
-		next, err := t(*r)
-		if err != nil {
-			return err
-		}
-		*r = next
-		return nil
-	}
 }
 
 // failAndTerminate ends a claimed run that cannot succeed by retrying: the
@@ -191,7 +179,7 @@ func (w *Worker) failAndTerminate(ctx context.Context, d *delivery, rp *bus.RunP
 // indexOutcome records a run's terminal event (run_completed or
 // run_failed) in the run index.
 func (w *Worker) indexOutcome(ctx context.Context, d *delivery, runID string, ev loop.Event) {
-	_, err := w.st.Runs().Modify(context.WithoutCancel(ctx), runID, transition(func(r store.RunRecord) (store.RunRecord, error) {
+	_, err := w.st.Runs().Modify(context.WithoutCancel(ctx), runID, lifecycle.Modify(func(r store.RunRecord) (store.RunRecord, error) {
 		return lifecycle.Finish(r, ev, w.cfg.Clock())
 	}))
 	if err != nil && !errors.Is(err, lifecycle.ErrEnded) {

@@ -136,7 +136,7 @@ func (w *Worker) abandon(ctx context.Context, e *store.RunEntry) {
 	}
 	if last != nil && last.IsTerminal() && last.Request == e.Record.RequestSeq {
 		if ev, err := last.Event(); err == nil {
-			_, _ = w.st.Runs().Modify(ctx, runID, transition(func(r store.RunRecord) (store.RunRecord, error) {
+			_, _ = w.st.Runs().Modify(ctx, runID, lifecycle.Modify(func(r store.RunRecord) (store.RunRecord, error) {
 				return lifecycle.Finish(r, ev, last.Stored)
 			}))
 			w.log.Info("a released run had ended: its status now says so", "run_id", runID)
@@ -148,7 +148,7 @@ func (w *Worker) abandon(ctx context.Context, e *store.RunEntry) {
 		Message: fmt.Sprintf("run %s was %s with no worker holding it and no request left to resume it", runID, e.Record.Status),
 		Hint:    "resubmit it with the same run_id (if_run_exists resume): it continues from its last checkpoint",
 	}
-	_, err = w.st.Runs().Modify(ctx, runID, transition(func(r store.RunRecord) (store.RunRecord, error) {
+	_, err = w.st.Runs().Modify(ctx, runID, lifecycle.Modify(func(r store.RunRecord) (store.RunRecord, error) {
 		if r.RequestSeq != e.Record.RequestSeq {
 			return r, &lifecycle.Refusal{Transition: "abandon", State: r.Status, Err: lifecycle.ErrNotStuck}
 		}

@@ -240,7 +240,7 @@ func (w *Worker) releaseDead(ctx context.Context, o store.Ownership) {
 	}
 	if e != nil {
 		holder := lifecycle.Holder{Worker: o.Worker, Attempt: e.Record.Attempt}
-		_, err := w.st.Runs().Modify(ctx, o.RunID, transition(func(r store.RunRecord) (store.RunRecord, error) {
+		_, err := w.st.Runs().Modify(ctx, o.RunID, lifecycle.Modify(func(r store.RunRecord) (store.RunRecord, error) {
 			return lifecycle.Release(r, holder)
 		}))
 		if errors.Is(err, lifecycle.ErrNotHolder) {
