@@ -133,66 +133,64 @@ func (a *API) RegistryList(ctx context.Context) (*bus.RegistryAgentsReply, error
 	return out, nil
 }
 
-// RegistryGet returns an agent's definition, current or at a revision.
-func (a *API) RegistryGet(ctx context.Context, req *bus.RegistryGetRequest) (*bus.RegistryAgent, error) {
+// registryCall runs f on the agents registry for a request naming an
+// agent, on the API's timeout.
+func registryCall[T any](ctx context.Context, a *API, req *bus.RegistryGetRequest, f func(context.Context, *registry.Registry) (T, error)) (T, error) {
+	var zero T
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
 	defer cancel()
 	if err := req.Validate(); err != nil {
-		return nil, err
+		return zero, err
 	}
 	reg, err := a.agentsRegistry(ctx)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
-	var e *registry.Entry
-	if req.Revision != 0 {
-		e, err = reg.GetRevision(ctx, req.Name, req.Revision)
-	} else {
-		e, err = reg.Get(ctx, req.Name)
-	}
+	v, err := f(ctx, reg)
 	if err != nil {
-		return nil, registryErr(err)
+		return zero, registryErr(err)
 	}
-	w := toWire(*e)
-	return &w, nil
+	return v, nil
+}
+
+// RegistryGet returns an agent's definition, current or at a revision.
+func (a *API) RegistryGet(ctx context.Context, req *bus.RegistryGetRequest) (*bus.RegistryAgent, error) {
+	return registryCall(ctx, a, req, func(ctx context.Context, reg *registry.Registry) (*bus.RegistryAgent, error) {
+		get := func() (*registry.Entry, error) { return reg.Get(ctx, req.Name) }
+		if req.Revision != 0 {
+			get = func() (*registry.Entry, error) { return reg.GetRevision(ctx, req.Name, req.Revision) }
+		}
+		e, err := get()
+		if err != nil {
+			return nil, err
+		}
+		w := toWire(*e)
+		return &w, nil
+	})
 }
 
 // RegistryHistory lists an agent's revisions, oldest first.
 func (a *API) RegistryHistory(ctx context.Context, req *bus.RegistryGetRequest) (*bus.RegistryAgentsReply, error) {
-	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
-	defer cancel()
-	if err := req.Validate(); err != nil {
-		return nil, err
-	}
-	reg, err := a.agentsRegistry(ctx)
-	if err != nil {
-		return nil, err
-	}
-	h, err := reg.History(ctx, req.Name)
-	if err != nil {
-		return nil, registryErr(err)
-	}
-	out := &bus.RegistryAgentsReply{Agents: make([]bus.RegistryAgent, 0, len(h))}
-	for _, e := range h {
-		out.Agents = append(out.Agents, toWire(e))
-	}
-	return out, nil
+	return registryCall(ctx, a, req, func(ctx context.Context, reg *registry.Registry) (*bus.RegistryAgentsReply, error) {
+		h, err := reg.History(ctx, req.Name)
+		if err != nil {
+			return nil, err
+		}
+		out := &bus.RegistryAgentsReply{Agents: make([]bus.RegistryAgent, 0, len(h))}
+		for _, e := range h {
+			out.Agents = append(out.Agents, toWire(e))
+		}
+		return out, nil
+	})
 }
 
 // RegistryRemove deletes an agent from the registry (runs in flight keep
 // their pinned definition).
 func (a *API) RegistryRemove(ctx context.Context, req *bus.RegistryGetRequest) (*bus.RegistryAgent, error) {
-	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
-	defer cancel()
-	if err := req.Validate(); err != nil {
-		return nil, err
-	}
-	reg, err := a.agentsRegistry(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := reg.Remove(ctx, req.Name); err != nil {
-		return nil, registryErr(err)
-	}
-	return &bus.RegistryAgent{Name: req.Name, Deleted: true}, nil
+	return registryCall(ctx, a, req, func(ctx context.Context, reg *registry.Registry) (*bus.RegistryAgent, error) {
+		if err := reg.Remove(ctx, req.Name); err != nil {
+			return nil, err
+		}
+		return &bus.RegistryAgent{Name: req.Name, Deleted: true}, nil
+	})
 }
