@@ -54,7 +54,7 @@ func OpenResultStore(ctx context.Context, js jetstream.JetStream, cfg ResultStor
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	var obj jetstream.ObjectStore
-	err := waitFor(ctx, js, cfg.Logger, "open result store "+cfg.Bucket, func(ctx context.Context) error {
+	err := WaitFor(ctx, js, cfg.Logger, "open result store "+cfg.Bucket, func(ctx context.Context) error {
 		cctx, cancel := callCtx(ctx, cfg.Timeout)
 		defer cancel()
 		var err error

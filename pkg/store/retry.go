@@ -120,11 +120,11 @@ func forming(err error) bool {
 	return errors.As(err, &ae) && (ae.ErrorCode == 10005 || ae.ErrorCode == 10023)
 }
 
-// waitFor runs op until it succeeds, fails with an error that is not
+// WaitFor runs op until it succeeds, fails with an error that is not
 // transient, or ctx ends: start-up on a cluster that is still forming
 // (no meta leader yet, streams without a leader). Each failure is logged
 // with the attempt, the error and the next wait.
-func waitFor(ctx context.Context, js jetstream.JetStream, log *slog.Logger, what string, op func(ctx context.Context) error) error {
+func WaitFor(ctx context.Context, js jetstream.JetStream, log *slog.Logger, what string, op func(ctx context.Context) error) error {
 	var bo backoff
 	for attempt := 1; ; attempt++ {
 		err := op(ctx)

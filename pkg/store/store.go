@@ -41,7 +41,7 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, erro
 			kv     jetstream.KeyValue
 			stream jetstream.Stream
 		)
-		err := waitFor(ctx, js, cfg.Logger, "open bucket "+name, func(ctx context.Context) error {
+		err := WaitFor(ctx, js, cfg.Logger, "open bucket "+name, func(ctx context.Context) error {
 			cctx, cancel := callCtx(ctx, cfg.Timeout)
 			defer cancel()
 			var err error
@@ -145,7 +145,7 @@ func EnsureBuckets(ctx context.Context, js jetstream.JetStream, cfg Config) erro
 }
 
 func ensureBucket(ctx context.Context, js jetstream.JetStream, kc jetstream.KeyValueConfig, timeout time.Duration, log *slog.Logger) error {
-	err := waitFor(ctx, js, log, "ensure bucket "+kc.Bucket, func(ctx context.Context) error {
+	err := WaitFor(ctx, js, log, "ensure bucket "+kc.Bucket, func(ctx context.Context) error {
 		ctx, cancel := callCtx(ctx, timeout)
 		defer cancel()
 		_, err := js.KeyValue(ctx, kc.Bucket)

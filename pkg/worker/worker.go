@@ -146,8 +146,13 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	if w.pub, err = bus.NewPublisher(js, bus.PublisherConfig{Prefix: w.cfg.Prefix, Clock: w.cfg.Clock, Logger: w.log, OutageBudget: w.cfg.Store.OutageBudget}); err != nil {
 		return fmt.Errorf("worker: publisher: %w", err)
 	}
-	events, err := waitTransient(ctx, w.log, "look up the events stream", func(ctx context.Context) (jetstream.Stream, error) {
-		return js.Stream(ctx, w.names.EventsStream())
+	var events jetstream.Stream
+	err = store.WaitFor(ctx, js, w.log, "look up the events stream", func(ctx context.Context) error {
+		cctx, cancel := context.WithTimeout(ctx, w.cfg.StoreTimeout)
+		defer cancel()
+		var err error
+		events, err = js.Stream(cctx, w.names.EventsStream())
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("worker: events stream %s: %w", w.names.EventsStream(), err)
@@ -166,8 +171,13 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 		if err != nil {
 			return fmt.Errorf("worker: agent %q: %w", agent, err)
 		}
-		c, err := waitTransient(ctx, w.log, "look up consumer "+name, func(ctx context.Context) (jetstream.Consumer, error) {
-			return js.Consumer(ctx, w.names.RunsStream(), name)
+		var c jetstream.Consumer
+		err = store.WaitFor(ctx, js, w.log, "look up consumer "+name, func(ctx context.Context) error {
+			cctx, cancel := context.WithTimeout(ctx, w.cfg.StoreTimeout)
+			defer cancel()
+			var err error
+			c, err = js.Consumer(cctx, w.names.RunsStream(), name)
+			return err
 		})
 		if err != nil {
 			return fmt.Errorf("worker: consumer %s on %s: %w (provision the streams first, or drop SkipProvision)", name, w.names.RunsStream(), err)
@@ -419,28 +429,5 @@ func (w *Worker) claimLoop(ctx context.Context, agent string, cons jetstream.Con
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			w.log.Debug("claim: fetch ended", "agent", agent, "error", err)
 		}
-	}
-}
-
-// waitTransient calls f until it succeeds, fails with an error that is not
-// transient (bus.IsTransient: a cluster still forming, a leader election),
-// or ctx ends, logging each wait: a worker started with its cluster waits
-// for it instead of exiting.
-func waitTransient[T any](ctx context.Context, log *slog.Logger, what string, f func(context.Context) (T, error)) (T, error) {
-	wait := 100 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		v, err := f(cctx)
-		cancel()
-		if err == nil || !bus.IsTransient(err) || ctx.Err() != nil {
-			return v, err
-		}
-		log.Warn("worker: waiting for the cluster", "op", what, "attempt", attempt, "error", err, "next_wait", wait)
-		select {
-		case <-ctx.Done():
-			return v, err
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 2*time.Second)
 	}
 }
