@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -331,13 +330,4 @@ func (r *Registry) Watch(ctx context.Context) (<-chan uint64, error) {
 		}
 	}()
 	return out, nil
-}
-
-// Names lists names, for messages.
-func Names(es []Entry) string {
-	n := make([]string, 0, len(es))
-	for _, e := range es {
-		n = append(n, e.Spec.Name)
-	}
-	return strings.Join(n, ", ")
 }
