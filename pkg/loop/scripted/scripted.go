@@ -18,7 +18,8 @@ type Call struct {
 	// "call_<index>_<name>" in a batch).
 	ID   string
 	Name string
-	// Args are JSON-encoded as the arguments.
+	// Args are JSON-encoded as the arguments; nil (or a nil map)
+	// sends {}.
 	Args any
 	// Raw, when set, is the literal argument text (may be invalid JSON).
 	Raw    string
@@ -114,7 +115,11 @@ func New(steps []Step, opts ...Option) *Provider {
 				if err != nil {
 					panic(fmt.Sprintf("scripted: step %d call %s: args: %v", i, calls[j].Name, err))
 				}
-				raw = string(b)
+				// A typed nil (a nil map from a script without args)
+				// encodes as null; a model sends an empty object.
+				if s := string(b); s != "null" {
+					raw = s
+				}
 			}
 			calls[j].Raw, calls[j].UseRaw = raw, true
 		}
