@@ -4,7 +4,7 @@ BIN     ?= bin
 # Fuzz time per target inside `make test` (brief; `make fuzz FUZZTIME=1m` for longer).
 FUZZTIME ?= 3s
 
-.PHONY: run test race unit bench lint build fuzz fmt clean chaos npm-deps
+.PHONY: run test race unit bench bench-fleet lint build fuzz fmt clean chaos npm-deps
 
 ## run: start the whole thing on an embedded default
 run:
@@ -29,6 +29,11 @@ unit:
 ## bench: benchmarks (see BENCHMARKS.md)
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+## bench-fleet: BenchmarkRawMix (the broker's bound) and BenchmarkFleetRuns
+## alternately, PAIRS times (default 5), with each pair's ratio fleet/raw
+bench-fleet:
+	@GO=$(GO) ./scripts/bench-fleet.sh
 
 ## lint: go vet, gofmt, and go.mod/go.sum as go mod tidy leaves them
 lint:
