@@ -81,6 +81,10 @@ type StatusReply struct {
 	// RegistryRevision is the agents-registry revision the run's
 	// submission runs, when its workers serve the registry.
 	RegistryRevision uint64 `json:"registry_revision,omitempty" msgpack:"registry_revision,omitempty"`
+	// ParentRunID is the run that started this one (a subagent's
+	// parent), when its request's metadata named one
+	// (docs/protocol.md#run-trees).
+	ParentRunID string `json:"parent_run_id,omitempty" msgpack:"parent_run_id,omitempty"`
 }
 
 // Awaiting names what a parked run waits for.

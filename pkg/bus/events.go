@@ -14,6 +14,9 @@ const EventRunResumed loop.EventType = "run_resumed"
 type RunStarted struct {
 	loop.RunStarted
 	Worker string `json:"worker" msgpack:"worker"`
+	// ParentRunID is the run that started this one (a subagent's
+	// parent), from its request's metadata (docs/protocol.md#run-trees).
+	ParentRunID string `json:"parent_run_id,omitempty" msgpack:"parent_run_id,omitempty"`
 }
 
 // RunResumed is published by a worker for each later claim within one

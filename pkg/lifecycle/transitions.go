@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"time"
 
+	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/loop"
 	"github.com/lovia-fleet/lovia/pkg/store"
 )
@@ -31,7 +32,7 @@ type Submission struct {
 func Submit(s Submission) store.RunRecord {
 	return store.RunRecord{
 		RunID: s.RunID, Agent: s.Agent, SessionID: s.SessionID, Status: Queued,
-		Metadata: s.Metadata, Submissions: 1,
+		Metadata: s.Metadata, Submissions: 1, ParentRunID: bus.ParentRunID(s.Metadata),
 	}
 }
 
@@ -131,6 +132,7 @@ func ClaimNew(c Claim, runID, agent, sessionID string, metadata map[string]any) 
 	r := store.RunRecord{
 		RunID: runID, Agent: agent, SessionID: sessionID, Status: Running,
 		Worker: c.Worker, Attempt: 1, Metadata: metadata, StartedAt: c.Now.UTC(), RequestSeq: c.Seq, Registry: c.Registry,
+		ParentRunID: bus.ParentRunID(metadata),
 	}
 	return r, Claimed{Attempt: 1, Submission: 1, Registry: c.Registry}
 }

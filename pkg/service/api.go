@@ -388,6 +388,7 @@ func (a *API) Status(ctx context.Context, runID string) (*bus.StatusReply, error
 		rep.Waiting = a.waiting(ctx, r.Agent)
 	}
 	rep.RegistryRevision = r.Registry
+	rep.ParentRunID = r.ParentRunID
 	return rep, nil
 }
 

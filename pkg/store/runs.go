@@ -33,10 +33,13 @@ func (s RunStatus) Ended() bool { return s == RunCompleted || s == RunFailed }
 // (`<p>.api.run.<run_id>.status`) plus timestamps and the request's
 // metadata. Its JSON encoding is the status reply's.
 type RunRecord struct {
-	RunID     string    `json:"run_id" msgpack:"run_id"`
-	Agent     string    `json:"agent" msgpack:"agent"`
-	SessionID string    `json:"session_id,omitempty" msgpack:"session_id,omitempty"`
-	Status    RunStatus `json:"status" msgpack:"status"`
+	RunID     string `json:"run_id" msgpack:"run_id"`
+	Agent     string `json:"agent" msgpack:"agent"`
+	SessionID string `json:"session_id,omitempty" msgpack:"session_id,omitempty"`
+	// ParentRunID is the run that started this one (a subagent's
+	// parent), from the request metadata key "parent_run_id".
+	ParentRunID string    `json:"parent_run_id,omitempty" msgpack:"parent_run_id,omitempty"`
+	Status      RunStatus `json:"status" msgpack:"status"`
 	// Worker is the worker that owns (or last owned) the run.
 	Worker string `json:"worker,omitempty" msgpack:"worker,omitempty"`
 	// Attempt counts the claims of the run, 1 for the first.

@@ -22,6 +22,7 @@ type eventSink struct {
 	rp       *bus.RunPublisher
 	runID    string
 	agent    string
+	parent   string // the parent run id, for run_started
 	attempt  int
 	last     *bus.Envelope // the stream's last event before this claim
 	replay   bool
@@ -177,7 +178,7 @@ func (s *eventSink) publishOne(ctx context.Context, ev loop.Event) bool {
 			return s.flush(ctx)
 		}
 		s.w.m.started.WithLabelValues(s.agent).Inc()
-		out = &bus.RunStarted{RunStarted: *e, Worker: s.w.cfg.ID}
+		out = &bus.RunStarted{RunStarted: *e, Worker: s.w.cfg.ID, ParentRunID: s.parent}
 		flush = true
 	case *loop.TurnStarted:
 		s.turnT0 = time.Now()

@@ -326,7 +326,8 @@ func (w *Worker) run(ctx, runCtx context.Context, x *execution) (wakeAfter bool)
 	if x.last != nil {
 		lastEnv = x.last.Envelope
 	}
-	sink := &eventSink{w: w, d: d, rp: x.rp, runID: x.runID, agent: x.ag.Name, attempt: x.holder.Attempt, last: lastEnv, replay: x.plan.Replay, coalesce: w.cfg.CoalesceDeltas}
+	sink := &eventSink{w: w, d: d, rp: x.rp, runID: x.runID, agent: x.ag.Name, attempt: x.holder.Attempt, last: lastEnv, replay: x.plan.Replay, coalesce: w.cfg.CoalesceDeltas,
+		parent: bus.ParentRunID(x.req.Metadata)}
 	h := w.runner.Stream(runCtx, x.ag.Agent, x.req.Input.Entries(), opts...)
 	for ev := range h.Events() {
 		if !sink.publish(ctx, ev) {

@@ -8,8 +8,17 @@
 // run id, events subject, status and checkpoints, so any worker claims it,
 // it survives the crash of the parent's worker, and it can be tailed,
 // approved and cancelled like any run. Its request's metadata names the
-// parent ("parent_run_id", "parent_agent"); the run status and events do
-// not carry the link yet.
+// parent ("parent_run_id", "parent_agent").
+//
+// # The run tree
+//
+// Parent and child name each other on the wire, so a UI can draw the
+// tree: the parent's tool_call_completed event for spawn_subagent carries
+// a [Spawned] result ({run_id, agent, events_subject}), and the child's
+// run_started event and status reply carry parent_run_id. The child's run
+// id is derived from the parent's run id and the call id ([ChildRunID]):
+// a spawn the parent runs again after a crash submits the same run, never
+// a second child.
 //
 // # Reports re-enter through the mailbox
 //

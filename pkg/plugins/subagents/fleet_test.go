@@ -73,16 +73,26 @@ func TestChildIsAFleetRun(t *testing.T) {
 		if done.Call.Name == subagents.SpawnTool {
 			require.False(t, done.IsError, done.Output)
 			childID = strings.Fields(done.Output)[1]
+			// The parent's event names the child in its result: the
+			// edge of the run tree a UI draws.
+			require.Equal(t, map[string]any{"run_id": childID, "agent": "helper", "events_subject": "lovia.events." + childID}, done.Result)
 		}
 	}
-	require.NotEmpty(t, childID)
+	require.Equal(t, subagents.ChildRunID(rep.RunID, "s1"), childID)
 	child := f.Events(childID, 30*time.Second)
 	require.Equal(t, loop.EventRunCompleted, child[len(child)-1].Type)
 	require.Equal(t, "w2", workerOf(t, child), "the child ran on the other worker")
+	// The child names its parent in its run_started and its status; the
+	// parent names none.
+	require.Equal(t, rep.RunID, fleettest.Event[*bus.RunStarted](t, fleettest.OfType(child, loop.EventRunStarted)[0]).ParentRunID)
+	require.Empty(t, fleettest.Event[*bus.RunStarted](t, fleettest.OfType(envs, loop.EventRunStarted)[0]).ParentRunID)
 	st, err := f.Client.Status(ctx, childID)
 	require.NoError(t, err)
 	require.Equal(t, bus.RunState("completed"), st.Status)
-	require.NotEqual(t, rep.RunID, childID)
+	require.Equal(t, rep.RunID, st.ParentRunID)
+	pst, err := f.Client.Status(ctx, rep.RunID)
+	require.NoError(t, err)
+	require.Empty(t, pst.ParentRunID)
 
 	// The report came in through the mailbox: a user_message_injected
 	// event, and the parent's last model request holds it as input.

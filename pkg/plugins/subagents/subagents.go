@@ -2,6 +2,8 @@ package subagents
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,7 +27,7 @@ const (
 
 // Metadata keys of a child's run request.
 const (
-	MetaParentRunID = "parent_run_id"
+	MetaParentRunID = bus.MetaParentRunID
 	MetaParentAgent = "parent_agent"
 )
 
@@ -72,6 +74,21 @@ type child struct {
 	done chan struct{} // closed once the report is delivered (or given up)
 }
 
+// Spawned is the raw result of spawn_subagent, the tool_call_completed
+// event's result on the wire ({run_id, agent, events_subject}), so a UI
+// can draw the run tree from the parent's events; the model sees
+// [Spawned.String].
+type Spawned struct {
+	RunID         string `json:"run_id" msgpack:"run_id"`
+	Agent         string `json:"agent" msgpack:"agent"`
+	EventsSubject string `json:"events_subject,omitempty" msgpack:"events_subject,omitempty"`
+}
+
+// String is the text the model receives.
+func (s Spawned) String() string {
+	return fmt.Sprintf("Subagent %s (agent %s) started. Its report will arrive as a message when it ends; continue meanwhile, or call wait_subagents.", s.RunID, s.Agent)
+}
+
 type spawnArgs struct {
 	Agent string `json:"agent" desc:"The agent to run as the subagent."`
 	Task  string `json:"task" desc:"The subagent's task: everything it needs to know, self-contained." jsonschema:"minLength=1"`
@@ -106,7 +123,14 @@ func New(cfg Config) (*Plugin, error) {
 	}
 	p := &Plugin{cfg: cfg, parents: map[string]*parent{}}
 	p.tools = []*loop.Tool{
-		loop.NewTool(SpawnTool, "Start a subagent in the background on a task. Returns its run id at once; its report arrives later as a message.", p.spawn),
+		loop.NewTool(SpawnTool, "Start a subagent in the background on a task. Returns its run id at once; its report arrives later as a message.", p.spawn,
+			loop.WithRenderer(func(v any) (string, error) {
+				s, ok := v.(Spawned)
+				if !ok {
+					return "", fmt.Errorf("spawn_subagent: unexpected result %T", v)
+				}
+				return s.String(), nil
+			})),
 		loop.NewTool(WaitTool, "Wait until subagents have ended; their reports then arrive as messages.", p.wait, loop.Sequential()),
 		loop.NewTool(SendTool, "Send a message to a running subagent.", p.send),
 		loop.NewTool(CancelTool, "Cancel a subagent.", p.cancelChild),
@@ -191,23 +215,36 @@ func reported(entries []loop.Entry, childID string) bool {
 
 func reportMarker(childID string) string { return fmt.Sprintf("<subagent_report run_id=%q", childID) }
 
-func (p *Plugin) spawn(ctx context.Context, rc *loop.RunContext, in spawnArgs) (string, error) {
+func (p *Plugin) spawn(ctx context.Context, rc *loop.RunContext, in spawnArgs) (Spawned, error) {
 	if !slices.Contains(p.cfg.Agents, in.Agent) {
-		return "", &loop.ToolError{Message: fmt.Sprintf("agent %q cannot run as a subagent here (allowed: %s)", in.Agent, strings.Join(p.cfg.Agents, ", "))}
+		return Spawned{}, &loop.ToolError{Message: fmt.Sprintf("agent %q cannot run as a subagent here (allowed: %s)", in.Agent, strings.Join(p.cfg.Agents, ", "))}
 	}
 	if rc.RunID == "" {
-		return "", &loop.ToolError{Message: "subagents need a parent run with a run id (a fleet run)"}
+		return Spawned{}, &loop.ToolError{Message: "subagents need a parent run with a run id (a fleet run)"}
 	}
 	meta := map[string]any{MetaParentRunID: rc.RunID}
 	if a := rc.Agent(); a != nil {
 		meta[MetaParentAgent] = a.Name
 	}
-	rep, err := p.cfg.Fleet.Submit(ctx, &bus.RunRequest{Agent: in.Agent, Input: bus.TextInput(in.Task), Metadata: meta})
+	req := &bus.RunRequest{Agent: in.Agent, Input: bus.TextInput(in.Task), Metadata: meta}
+	if call, ok := loop.ToolCallFrom(ctx); ok && call.ID != "" {
+		req.RunID = ChildRunID(rc.RunID, call.ID)
+	}
+	rep, err := p.cfg.Fleet.Submit(ctx, req)
 	if err != nil {
-		return "", fmt.Errorf("starting subagent %s: %w", in.Agent, err)
+		return Spawned{}, fmt.Errorf("starting subagent %s: %w", in.Agent, err)
 	}
 	p.watch(rc, rep.RunID)
-	return fmt.Sprintf("Subagent %s (agent %s) started. Its report will arrive as a message when it ends; continue meanwhile, or call wait_subagents.", rep.RunID, in.Agent), nil
+	return Spawned{RunID: rep.RunID, Agent: in.Agent, EventsSubject: rep.EventsSubject}, nil
+}
+
+// ChildRunID is the run id of the child the spawn_subagent call callID of
+// run parentID starts. A call the parent runs again after a crash (its
+// result was not checkpointed) submits the same run id, which the fleet
+// deduplicates: the parent never gets two children for one call.
+func ChildRunID(parentID, callID string) string {
+	sum := sha256.Sum256([]byte(parentID + "\x00" + callID))
+	return "sub-" + hex.EncodeToString(sum[:12])
 }
 
 // watch starts the watcher of childID for rc's run, once per process.
