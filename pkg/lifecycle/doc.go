@@ -65,6 +65,16 @@
 // after the terminal event: [Decide] acknowledges or heals it before any
 // claim is tried.
 //
+// # History
+//
+// Every transition that changes a run appends a step to the record's
+// history ([store.RunRecord.Attempts], the last [store.MaxAttempts]):
+// submit, resubmit, requeue, claim (a submission's first), resume (after a
+// release or a wake), takeover (of a holder found gone), park, wake,
+// release, and the outcome (complete, fail, reject, abandon, repair,
+// heal). Claims and outcomes carry their time; the others are stamped by
+// the write of the record (store.Runs.Update). Describe shows it.
+//
 // # The invariant
 //
 // Every accepted submission ends with exactly one terminal event and a

@@ -30,10 +30,12 @@ type Submission struct {
 
 // Submit is the record of a new run: queued, its first submission.
 func Submit(s Submission) store.RunRecord {
-	return store.RunRecord{
+	r := store.RunRecord{
 		RunID: s.RunID, Agent: s.Agent, SessionID: s.SessionID, Status: Queued,
 		Metadata: s.Metadata, Submissions: 1, ParentRunID: bus.ParentRunID(s.Metadata),
 	}
+	r.AddAttempt(store.StepSubmit, "", time.Time{})
+	return r
 }
 
 // Unrouted is the record of a run a raw publish queued for an agent no
@@ -58,6 +60,7 @@ func Resubmit(r store.RunRecord) (store.RunRecord, error) {
 	r.Submissions = max(r.Submissions, 1) + 1
 	r.Status, r.Error, r.Result, r.Usage = Queued, nil, nil, nil
 	r.RequestSeq, r.Requeues, r.Registry = 0, 0, 0
+	r.AddAttempt(store.StepResubmit, "", time.Time{})
 	return r, nil
 }
 
@@ -80,6 +83,7 @@ func Requeue(r store.RunRecord) (store.RunRecord, error) {
 	}
 	r.Requeues++
 	r.RequestSeq = 0
+	r.AddAttempt(store.StepRequeue, "", time.Time{})
 	return r, nil
 }
 
@@ -134,6 +138,7 @@ func ClaimNew(c Claim, runID, agent, sessionID string, metadata map[string]any) 
 		Worker: c.Worker, Attempt: 1, Metadata: metadata, StartedAt: c.Now.UTC(), RequestSeq: c.Seq, Registry: c.Registry,
 		ParentRunID: bus.ParentRunID(metadata),
 	}
+	r.AddAttempt(store.StepClaim, c.Worker, c.Now)
 	return r, Claimed{Attempt: 1, Submission: 1, Registry: c.Registry}
 }
 
@@ -155,6 +160,7 @@ func ClaimRun(r store.RunRecord, c Claim) (store.RunRecord, Claimed, error) {
 	if r.Status == Running && r.Worker != c.Worker && (c.Gone == nil || !c.Gone.Holds(r)) {
 		return r, Claimed{}, refuse("claim", r, ErrHeld)
 	}
+	kind := claimKind(r)
 	var out Claimed
 	if r.Parked != nil && c.Continues != 0 && c.Continues == r.Parked.Continues {
 		out.ParkedLastSeq = r.Parked.LastSeq
@@ -178,8 +184,36 @@ func ClaimRun(r store.RunRecord, c Claim) (store.RunRecord, Claimed, error) {
 	if r.StartedAt.IsZero() {
 		r.StartedAt = c.Now.UTC()
 	}
+	r.AddAttempt(kind, c.Worker, c.Now)
 	out.Attempt, out.Submission, out.Registry = r.Attempt, max(r.Submissions, 1), r.Registry
 	return r, out, nil
+}
+
+// claimKind names the step of a claim of r: the takeover of a run another
+// holder was running, the resume of a run under way (released, woken, or
+// parked and claimed by its wake), or a submission's first claim.
+func claimKind(r store.RunRecord) string {
+	switch {
+	case r.Status == Running:
+		return store.StepTakeover
+	case r.Status == Parked:
+		return store.StepResume
+	case r.Status.Ended():
+		return store.StepClaim
+	}
+	if r.Attempt == 0 {
+		return store.StepClaim
+	}
+	// The step before any requeues says whether the submission has been
+	// claimed since it began.
+	i := len(r.Attempts) - 1
+	for i >= 0 && r.Attempts[i].Kind == store.StepRequeue {
+		i--
+	}
+	if i >= 0 && (r.Attempts[i].Kind == store.StepSubmit || r.Attempts[i].Kind == store.StepResubmit) {
+		return store.StepClaim
+	}
+	return store.StepResume
 }
 
 // IsInFlight reports whether run r is being executed, or waits parked for
@@ -240,6 +274,7 @@ func Park(r store.RunRecord, h Holder, p store.Parking) (store.RunRecord, error)
 		return r, refuse("park", r, ErrNotHolder)
 	}
 	r.Status, r.Parked = Parked, &p
+	r.AddAttempt(store.StepPark, h.Worker, time.Time{})
 	return r, nil
 }
 
@@ -253,6 +288,7 @@ func Wake(r store.RunRecord, seq uint64) (store.RunRecord, error) {
 	}
 	r.Status, r.RequestSeq = Queued, seq
 	r.Wakes++
+	r.AddAttempt(store.StepWake, "", time.Time{})
 	return r, nil
 }
 
@@ -265,6 +301,7 @@ func Release(r store.RunRecord, h Holder) (store.RunRecord, error) {
 		return r, refuse("release", r, ErrNotHolder)
 	}
 	r.Status = Queued
+	r.AddAttempt(store.StepRelease, h.Worker, time.Time{})
 	return r, nil
 }
 
@@ -283,7 +320,16 @@ func Finish(r store.RunRecord, ev loop.Event, now time.Time) (store.RunRecord, e
 		return r, refuse("finish", r, ErrNotTerminal)
 	}
 	r.ApplyTerminal(ev, now.UTC())
+	r.AddAttempt(outcomeStep(ev), "", now)
 	return r, nil
+}
+
+// outcomeStep is the history step of a terminal event.
+func outcomeStep(ev loop.Event) string {
+	if _, ok := ev.(*loop.RunCompleted); ok {
+		return store.StepComplete
+	}
+	return store.StepFail
 }
 
 // Reject fails the run of an invalid request (stored at seq) before any
@@ -301,6 +347,7 @@ func Reject(r store.RunRecord, info loop.ErrorInfo, worker string, now time.Time
 			return r, refuse("reject", r, ErrInFlight)
 		}
 		r.Status, r.Error, r.Worker, r.FinishedAt = Failed, &info, worker, now.UTC()
+		r.AddAttempt(store.StepReject, worker, now)
 		return r, nil
 	case Failed:
 		return r, refuse("reject", r, ErrEnded)
@@ -313,10 +360,12 @@ func Reject(r store.RunRecord, info loop.ErrorInfo, worker string, now time.Time
 // RejectNew is the record of an invalid request's run that is not indexed.
 func RejectNew(runID, agent string, info loop.ErrorInfo, worker string, now time.Time) store.RunRecord {
 	now = now.UTC()
-	return store.RunRecord{
+	r := store.RunRecord{
 		RunID: runID, Agent: agent, Status: Failed, Worker: worker, Attempt: 1,
 		Error: &info, StartedAt: now, FinishedAt: now,
 	}
+	r.AddAttempt(store.StepReject, worker, now)
+	return r
 }
 
 // Repair settles a record that says running on the terminal event stored
@@ -327,7 +376,11 @@ func Repair(r store.RunRecord, ev loop.Event, storedAt time.Time) (store.RunReco
 	if r.Status != Running || !storedAt.After(r.UpdatedAt) {
 		return r, refuse("repair", r, ErrNotStuck)
 	}
-	return Finish(r, ev, storedAt)
+	r, err := Finish(r, ev, storedAt)
+	if err == nil {
+		r.Attempts[len(r.Attempts)-1].Kind = store.StepRepair
+	}
+	return r, err
 }
 
 // HealOutcome records a completed run's outcome found by its replay of
@@ -344,6 +397,7 @@ func HealOutcome(r store.RunRecord, res *loop.RunResult, now time.Time, seq uint
 	r.Status, r.Result, r.Turns, r.Error = Completed, res.Output, res.Turns, nil
 	r.Usage, r.FinalAgent = &res.Usage, res.FinalAgent
 	r.FinishedAt = now.UTC()
+	r.AddAttempt(store.StepHeal, "", now)
 	return r, nil
 }
 
@@ -356,6 +410,7 @@ func Abandon(r store.RunRecord, info loop.ErrorInfo, now time.Time) (store.RunRe
 		return r, refuse("abandon", r, ErrNotStuck)
 	}
 	r.Status, r.Error, r.FinishedAt = Failed, &info, now.UTC()
+	r.AddAttempt(store.StepAbandon, "", now)
 	return r, nil
 }
 

@@ -106,6 +106,33 @@ var want = map[string][5]string{
 	"abandon":        {"failed", "failed", "!NotStuck", "!NotStuck", "!NotStuck"},
 }
 
+// wantStep is the history step each transition that is not refused
+// appends to the record (store.RunRecord.Attempts), from each state; ""
+// appends none. The fixture has attempt 1 and no history, so a claim of its
+// queued run resumes it.
+var wantStep = map[string][5]string{
+	//                 queued      running     parked      completed   failed
+	"resubmit":       {"", "", "", "resubmit", "resubmit"},
+	"record-request": {"", "", "", "", ""},
+	"requeue":        {"requeue", "", "", "", ""},
+	"claim-own":      {"resume", "takeover", "resume", "claim", "claim"},
+	"claim-held":     {"resume", "", "resume", "claim", "claim"},
+	"claim-other":    {"resume", "", "", "", ""},
+	"claim-raw":      {"resume", "", "", "claim", "claim"},
+	"claim-old":      {"", "", "", "", ""},
+	"claim-wake":     {"resume", "", "resume", "", ""},
+	"park":           {"", "park", "", "", ""},
+	"park-other":     {"", "", "", "", ""},
+	"wake":           {"", "", "wake", "", ""},
+	"release":        {"", "release", "", "", ""},
+	"release-other":  {"", "", "", "", ""},
+	"complete":       {"complete", "complete", "complete", "complete", "complete"},
+	"fail":           {"fail", "fail", "fail", "", "fail"},
+	"reject":         {"", "", "", "", ""},
+	"repair":         {"", "repair", "", "", ""},
+	"abandon":        {"abandon", "abandon", "", "", ""},
+}
+
 var sentinels = map[string]error{
 	"NotEnded": lifecycle.ErrNotEnded, "NotQueued": lifecycle.ErrNotQueued, "Stale": lifecycle.ErrStale,
 	"InFlight": lifecycle.ErrInFlight, "Held": lifecycle.ErrHeld, "NotHolder": lifecycle.ErrNotHolder, "NotParked": lifecycle.ErrNotParked,
@@ -145,6 +172,15 @@ func TestTransitionTable(t *testing.T) {
 				}
 				if string(got.Status) != exp {
 					t.Fatalf("%s from %s: want %s, got %s", ev.name, s, exp, got.Status)
+				}
+				step := wantStep[ev.name][i]
+				switch {
+				case step == "" && len(got.Attempts) != len(in.Attempts):
+					t.Fatalf("%s from %s: want no history step, got %+v", ev.name, s, got.Attempts)
+				case step != "" && (len(got.Attempts) != len(in.Attempts)+1 || got.LastStep() != step):
+					t.Fatalf("%s from %s: want history step %s, got %+v", ev.name, s, step, got.Attempts)
+				case step != "" && got.Attempts[len(got.Attempts)-1].Attempt != got.Attempt:
+					t.Fatalf("%s from %s: the step names attempt %d, the record %d", ev.name, s, got.Attempts[len(got.Attempts)-1].Attempt, got.Attempt)
 				}
 			})
 		}

@@ -65,6 +65,11 @@ type RunRecord struct {
 	// current submission (each one publishes a request of its own).
 	Parked *Parking `json:"parked,omitempty" msgpack:"parked,omitempty"`
 	Wakes  int      `json:"wakes,omitempty" msgpack:"wakes,omitempty"`
+	// Attempts is the run's history, the last MaxAttempts steps (claims,
+	// resumes, parks, wakes, releases, outcomes) the lifecycle
+	// transitions appended; AttemptsDropped counts the older ones.
+	Attempts        []Attempt `json:"attempts,omitempty" msgpack:"attempts,omitempty"`
+	AttemptsDropped int       `json:"attempts_dropped,omitempty" msgpack:"attempts_dropped,omitempty"`
 	// Registry is the agents-registry revision the current submission
 	// runs (pinned at its first claim; 0 for a worker serving a fixed
 	// agents file): a resume on any worker uses the agents of it.
@@ -131,6 +136,7 @@ func (r *Runs) Create(ctx context.Context, rec RunRecord) (*RunEntry, error) {
 	if rec.UpdatedAt.IsZero() {
 		rec.UpdatedAt = now
 	}
+	stampAttempts(&rec, now)
 	frame, chunks, err := r.b.encode(ctx, rec.RunID, &rec)
 	if err != nil {
 		return nil, wrapErr(op, rec.RunID, err)
@@ -189,6 +195,7 @@ func (r *Runs) Update(ctx context.Context, e *RunEntry) error {
 	}
 	rec := e.Record
 	rec.UpdatedAt = r.now().UTC()
+	stampAttempts(&rec, rec.UpdatedAt)
 	frame, chunks, err := r.b.encode(ctx, rec.RunID, &rec)
 	if err != nil {
 		return wrapErr(op, rec.RunID, err)
