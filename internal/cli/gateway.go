@@ -48,21 +48,18 @@ func startGateway(ctx context.Context, env *Env, nc *nats.Conn, prefix, addr str
 	if err := gw.Start(ctx); err != nil {
 		return "", nil, fmt.Errorf("gateway on %s: %w (use --http to pick another address)", addr, err)
 	}
-	a := gw.Addr()
-	if strings.HasPrefix(a, "[::]:") || strings.HasPrefix(a, "0.0.0.0:") {
-		a = "localhost:" + a[strings.LastIndexByte(a, ':')+1:]
-	}
-	return "http://" + a, gw.Stop, nil
+	return shownURL(gw.Addr()), gw.Stop, nil
 }
 
 // runGateway runs the HTTP gateway until ctx ends.
 func runGateway(ctx context.Context, env *Env, args []string) int {
-	fs := flagSet(env, "gateway", "[--nats URL] [--http ADDR] [--agents FILE] [--token T]... [--cors-origin O]...")
+	fs := flagSet(env, "gateway", "[--nats URL] [--http ADDR] [--agents FILE] [--token T]... [--tenants FILE] [--cors-origin O]...")
 	nf := addNATSFlags(fs, env)
 	addr := fs.String("http", ":8080", "HTTP listen address")
 	agents := fs.String("agents", "", "agents file: validate agent names and serve the agents list here too")
 	var tokens multiFlag
 	fs.Var(&tokens, "token", "bearer token clients must present (repeatable; also $LOVIA_TOKENS, comma-separated)")
+	tenantsPath := fs.String("tenants", "", "tenants file: serve several tenants, each a fleet in its own NATS account, with tokens bound to each (see the README's Tenants section)")
 	var origins multiFlag
 	fs.Var(&origins, "cors-origin", "origin whose browser pages may call the gateway, e.g. https://app.example.com, or * (repeatable)")
 	logLevel := fs.String("log-level", "info", "log level")
@@ -81,11 +78,15 @@ func runGateway(ctx context.Context, env *Env, args []string) int {
 	if err != nil {
 		return usageErr(env, fs, err.Error())
 	}
-	nc, err := nf.connect("gateway")
-	if err != nil {
-		return fail(env.Stderr, err)
+	var tenants []tenantEntry
+	if *tenantsPath != "" {
+		if len(tokens) > 0 {
+			return usageErr(env, fs, "--tenants binds tokens to tenants: give tokens in the tenants file, not with --token or $LOVIA_TOKENS")
+		}
+		if tenants, err = readTenants(env, *tenantsPath); err != nil {
+			return fail(env.Stderr, err)
+		}
 	}
-	defer nc.Close()
 	var cat *catalog.Catalog
 	if *agents != "" {
 		deps, err := buildDeps(ctx, env, &workerFlags{agents: *agents, workspace: "workspace", listOnly: true}, fleetConn{}, log)
@@ -96,6 +97,23 @@ func runGateway(ctx context.Context, env *Env, args []string) int {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	if tenants != nil {
+		url, stop, err := startTenantGateway(ctx, env, nf, tenants, *addr, origins, cat, reg, log)
+		if err != nil {
+			return fail(env.Stderr, err)
+		}
+		names := make([]string, len(tenants))
+		for i, t := range tenants {
+			names[i] = t.Name
+		}
+		fmt.Fprintf(env.Stderr, "lovia gateway on %s serving tenants %s\n", url, strings.Join(names, ", "))
+		return waitGateway(ctx, env, stop)
+	}
+	nc, err := nf.connect("gateway")
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	defer nc.Close()
 	url, stop, err := startGateway(ctx, env, nc, nf.prefix, *addr, access{tokens: tokens, origins: origins}, cat, reg, log)
 	if err != nil {
 		return fail(env.Stderr, err)
@@ -104,6 +122,11 @@ func runGateway(ctx context.Context, env *Env, args []string) int {
 	if len(tokens) == 0 {
 		fmt.Fprintln(env.Stderr, "lovia gateway: no --token configured: anyone who can reach the address can submit and control runs")
 	}
+	return waitGateway(ctx, env, stop)
+}
+
+// waitGateway waits for ctx to end, then stops the gateway.
+func waitGateway(ctx context.Context, env *Env, stop func(context.Context) error) int {
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()

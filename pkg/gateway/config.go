@@ -49,9 +49,15 @@ type Config struct {
 	// a free one, see Gateway.Addr). Default ":8080".
 	Addr string
 	// Tokens are the accepted bearer tokens. Empty: no authentication.
-	// With tokens, every route but GET /healthz needs
+	// With tokens, every route but GET /healthz and GET /metrics needs
 	// "Authorization: Bearer <token>".
 	Tokens []string
+	// Tenants makes one gateway serve several tenants, each a fleet in its
+	// own NATS account: a request's bearer token picks the tenant whose
+	// API, client and connection answer it, so a tenant's token reaches
+	// only that tenant's runs. With Tenants, API, Client, Conn and Tokens
+	// stay empty (each tenant has its own).
+	Tenants []Tenant
 	// CORSOrigins are the origins ("https://app.example.com", or "*" for
 	// any) whose browser pages may call the gateway: their requests get
 	// CORS headers and their preflights are answered. Empty: no CORS
@@ -78,6 +84,22 @@ type Config struct {
 	// Heartbeat is the interval of silence after which an SSE stream gets
 	// a comment line, so proxies and clients keep it open. Default 15s.
 	Heartbeat time.Duration
+}
+
+// Tenant is one tenant of a gateway that serves several (Config.Tenants):
+// its fleet's API, client and connection, in the tenant's own NATS
+// account, and the bearer tokens bound to it.
+type Tenant struct {
+	// Name labels the tenant in metrics, logs and /healthz: letters,
+	// digits, '-' and '_'. Required, unique.
+	Name string
+	// Tokens are the bearer tokens bound to the tenant. At least one; a
+	// token is bound to one tenant only.
+	Tokens []string
+	// API, Client and Conn are as in Config, for the tenant's account.
+	API    *service.API
+	Client *client.Client
+	Conn   *nats.Conn
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -109,21 +131,15 @@ func orDefault[T time.Duration | int64](v, def T) T {
 
 // validate names the first bad field of a config WithDefaults returned.
 func (c Config) validate() error {
-	switch {
-	case c.API == nil:
-		return configError("API", "is required (service.NewAPI)")
-	case c.Client == nil:
-		return configError("Client", "is required (client.New)")
-	case c.Conn == nil:
-		return configError("Conn", "is required (the NATS connection of API and Client)")
+	if len(c.Tenants) > 0 {
+		if err := c.validateTenants(); err != nil {
+			return err
+		}
+	} else if err := c.validateFleet(); err != nil {
+		return err
 	}
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		return configError("Addr", "%q is not host:port: %v", c.Addr, err)
-	}
-	for i, t := range c.Tokens {
-		if t == "" {
-			return configError(fmt.Sprintf("Tokens[%d]", i), "must not be empty")
-		}
 	}
 	for i, o := range c.CORSOrigins {
 		if err := validOrigin(o); err != nil {
@@ -145,4 +161,75 @@ func (c Config) validate() error {
 		return configError("MaxBodyBytes", "must not be negative")
 	}
 	return nil
+}
+
+// validateFleet checks the fields of a gateway that serves one fleet.
+func (c Config) validateFleet() error {
+	switch {
+	case c.API == nil:
+		return configError("API", "is required (service.NewAPI)")
+	case c.Client == nil:
+		return configError("Client", "is required (client.New)")
+	case c.Conn == nil:
+		return configError("Conn", "is required (the NATS connection of API and Client)")
+	}
+	for i, t := range c.Tokens {
+		if t == "" {
+			return configError(fmt.Sprintf("Tokens[%d]", i), "must not be empty")
+		}
+	}
+	return nil
+}
+
+// validateTenants checks the fields of a gateway that serves several
+// tenants.
+func (c Config) validateTenants() error {
+	switch {
+	case c.API != nil || c.Client != nil || c.Conn != nil:
+		return configError("Tenants", "each tenant has its own API, Client and Conn: leave Config.API, Client and Conn empty")
+	case len(c.Tokens) > 0:
+		return configError("Tokens", "with Tenants, tokens are bound to a tenant: move them to Tenant.Tokens")
+	}
+	names := map[string]bool{}
+	tokens := map[string]string{}
+	for i, t := range c.Tenants {
+		field := fmt.Sprintf("Tenants[%d]", i)
+		switch {
+		case !validTenantName(t.Name):
+			return configError(field+".Name", "%q is not a tenant name: use letters, digits, '-' and '_'", t.Name)
+		case names[t.Name]:
+			return configError(field+".Name", "tenant %q is listed twice", t.Name)
+		case t.API == nil:
+			return configError(field+".API", "is required (service.NewAPI on the tenant's connection)")
+		case t.Client == nil:
+			return configError(field+".Client", "is required (client.New on the tenant's connection)")
+		case t.Conn == nil:
+			return configError(field+".Conn", "is required (the tenant's NATS connection)")
+		case len(t.Tokens) == 0:
+			return configError(field+".Tokens", "tenant %q needs at least one token: without one, no request could reach it", t.Name)
+		}
+		names[t.Name] = true
+		for j, tok := range t.Tokens {
+			if tok == "" {
+				return configError(fmt.Sprintf("%s.Tokens[%d]", field, j), "must not be empty")
+			}
+			if other, ok := tokens[tok]; ok {
+				return configError(fmt.Sprintf("%s.Tokens[%d]", field, j), "the token is already bound to tenant %q: a token reaches one tenant only", other)
+			}
+			tokens[tok] = t.Name
+		}
+	}
+	return nil
+}
+
+func validTenantName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
 }

@@ -45,8 +45,17 @@
 //
 // # Authentication
 //
-// With [Config].Tokens set, every route but GET /healthz needs
-// "Authorization: Bearer <token>"; tokens are compared in constant time.
+// With [Config].Tokens set, every route but GET /healthz and GET /metrics
+// needs "Authorization: Bearer <token>"; tokens are compared in constant
+// time.
+//
+// # Tenants
+//
+// With [Config].Tenants, one gateway serves several tenants, each a fleet
+// in its own NATS account ([Tenant]: its API, client and connection), and
+// each token is bound to one tenant: the token picks the fleet that
+// answers, so another tenant's runs do not exist for it. Metrics carry a
+// "tenant" label; GET /healthz reports each tenant's connection.
 //
 // # Lifecycle
 //

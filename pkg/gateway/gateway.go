@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/service"
@@ -29,6 +30,12 @@ type Gateway struct {
 	tokens  [][sha256.Size]byte
 	origins []string // normalized Config.CORSOrigins
 	handler http.Handler
+	mux     *http.ServeMux // the routes (set by routes)
+	// tenants are the gateways of the tenants a gateway built with
+	// Config.Tenants serves (tenants.go); empty for one fleet.
+	tenants []*Gateway
+	// tenant names the tenant of a tenant's gateway; empty otherwise.
+	tenant string
 
 	// drain is cancelled when Stop begins: SSE streams end so that the
 	// server can shut down, and their clients resume elsewhere.
@@ -60,7 +67,22 @@ func New(cfg Config) (*Gateway, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	m, err := newMetrics(cfg.Metrics)
+	if len(cfg.Tenants) == 0 {
+		g, err := newFleet(cfg, cfg.Metrics)
+		if err != nil {
+			return nil, err
+		}
+		g.drain, g.drainStop = context.WithCancel(context.Background())
+		g.handler = g.routes()
+		return g, nil
+	}
+	return newTenants(cfg)
+}
+
+// newFleet builds the gateway of one fleet (one tenant), registering its
+// metrics in reg.
+func newFleet(cfg Config, reg prometheus.Registerer) (*Gateway, error) {
+	m, err := newMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
@@ -79,8 +101,6 @@ func New(cfg Config) (*Gateway, error) {
 	for _, o := range cfg.CORSOrigins {
 		g.origins = append(g.origins, normalizeOrigin(o))
 	}
-	g.drain, g.drainStop = context.WithCancel(context.Background())
-	g.handler = g.routes()
 	return g, nil
 }
 
@@ -118,9 +138,14 @@ func (g *Gateway) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("gateway: listen on %s: %w", g.cfg.Addr, err)
 	}
-	if err := g.svc.Start(ctx); err != nil {
-		_ = ln.Close()
-		return fmt.Errorf("gateway: start the lovia micro service: %w", err)
+	for i, t := range g.fleets() {
+		if err := t.svc.Start(ctx); err != nil {
+			for _, started := range g.fleets()[:i] {
+				_ = started.svc.Stop(ctx)
+			}
+			_ = ln.Close()
+			return fmt.Errorf("gateway: start the lovia micro service%s: %w", t.tenantSuffix(), err)
+		}
 	}
 	g.srv = &http.Server{
 		Handler:           g.handler,
@@ -181,8 +206,10 @@ func (g *Gateway) Stop(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("gateway: shutdown: %w (requests still running were cut off)", err))
 	}
 	<-served
-	if err := g.svc.Stop(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("gateway: stop the lovia micro service: %w", err))
+	for _, t := range g.fleets() {
+		if err := t.svc.Stop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("gateway: stop the lovia micro service%s: %w", t.tenantSuffix(), err))
+		}
 	}
 	g.stopErr = errors.Join(errs...)
 	close(g.stopped)

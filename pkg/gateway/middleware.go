@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net/http"
@@ -70,13 +69,15 @@ func (g *Gateway) routes() http.Handler {
 	for pattern, h := range g.scheduleRoutes() { // schedules.go
 		mux.HandleFunc(pattern, h)
 	}
+	g.mux = mux
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.serve(mux, w, r) })
 }
 
 // serve is the outer handler: it labels the request with its route,
 // applies the write deadline, sets CORS headers and answers preflights,
-// checks the bearer token (all routes but GET /healthz) and answers
-// unrouted requests with JSON errors.
+// checks the bearer token (all routes but GET /healthz and GET /metrics)
+// — which, on a gateway that serves tenants, picks the tenant that answers
+// — and answers unrouted requests with JSON errors.
 func (g *Gateway) serve(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	h, pattern := mux.Handler(r)
@@ -85,22 +86,31 @@ func (g *Gateway) serve(mux *http.ServeMux, w http.ResponseWriter, r *http.Reque
 		route = routeOther
 	}
 	rec := &recorder{ResponseWriter: w}
+	m := g.m
 	defer func() {
 		code := strconv.Itoa(rec.code())
-		g.m.requests.WithLabelValues(route, code).Inc()
-		g.m.seconds.WithLabelValues(route, code).Observe(time.Since(start).Seconds())
+		m.requests.WithLabelValues(route, code).Inc()
+		m.seconds.WithLabelValues(route, code).Observe(time.Since(start).Seconds())
 	}()
 	_ = http.NewResponseController(rec).SetWriteDeadline(time.Now().Add(g.cfg.WriteTimeout))
-	switch {
-	case g.cors(rec, r):
+	if g.cors(rec, r) {
+		return
+	}
+	target := g
 	// Health and metrics need no token, as load balancers and Prometheus
 	// expect: neither says anything about a run.
-	case pattern != routeHealth && pattern != routeMetrics && !g.authorized(rec, r):
-	case pattern == "":
-		g.unrouted(h, rec, r)
-	default:
-		mux.ServeHTTP(rec, r) // routes again, and sets the path values
+	if pattern != routeHealth && pattern != routeMetrics {
+		var ok bool
+		if target, ok = g.authorize(rec, r); !ok {
+			return
+		}
+		m = target.m
 	}
+	if pattern == "" {
+		g.unrouted(h, rec, r)
+		return
+	}
+	target.mux.ServeHTTP(rec, r) // routes again, and sets the path values
 }
 
 func known(pattern string) bool {
@@ -113,11 +123,14 @@ func known(pattern string) bool {
 	return isScheduleRoute(pattern) // schedules.go
 }
 
-// authorized checks the bearer token in constant time (against every
-// configured token, whatever matches) and answers 401 when it fails.
-func (g *Gateway) authorized(w http.ResponseWriter, r *http.Request) bool {
-	if len(g.tokens) == 0 {
-		return true
+// authorize checks the bearer token and returns the gateway that answers
+// the request: g itself, or on a gateway that serves tenants the tenant's
+// the token is bound to. Tokens are compared in constant time, against
+// every configured token whatever matches. It answers 401 when the token
+// is missing or wrong.
+func (g *Gateway) authorize(w http.ResponseWriter, r *http.Request) (*Gateway, bool) {
+	if len(g.tokens) == 0 && len(g.tenants) == 0 {
+		return g, true
 	}
 	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !ok && r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/events") {
@@ -128,23 +141,33 @@ func (g *Gateway) authorized(w http.ResponseWriter, r *http.Request) bool {
 		}
 	}
 	if ok && strings.EqualFold(scheme, "Bearer") {
-		sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
-		match := 0
-		for _, t := range g.tokens {
-			match |= subtle.ConstantTimeCompare(sum[:], t[:])
-		}
-		if match == 1 {
-			return true
+		if target := g.bound(strings.TrimSpace(token)); target != nil {
+			return target, true
 		}
 		g.m.authFailed.Inc()
 		w.Header().Set("WWW-Authenticate", `Bearer realm="lovia", error="invalid_token"`)
-		g.fail(w, r, newError(http.StatusUnauthorized, TypeUnauthorized, "the bearer token is not valid", "send one of the gateway's tokens (--token, LOVIA_TOKENS)"))
-		return false
+		g.fail(w, r, newError(http.StatusUnauthorized, TypeUnauthorized, "the bearer token is not valid", "send one of the gateway's tokens (--token, LOVIA_TOKENS, or a tenant's token from --tenants)"))
+		return nil, false
 	}
 	g.m.authFailed.Inc()
 	w.Header().Set("WWW-Authenticate", `Bearer realm="lovia"`)
 	g.fail(w, r, newError(http.StatusUnauthorized, TypeUnauthorized, "this gateway needs a bearer token", "send the header Authorization: Bearer <token>"))
-	return false
+	return nil, false
+}
+
+// bound returns the gateway token reaches: a tenant's, g, or nil.
+func (g *Gateway) bound(token string) *Gateway {
+	if len(g.tenants) > 0 {
+		return g.tenantOf(token)
+	}
+	sum := sha256.Sum256([]byte(token))
+	var found *Gateway
+	for _, t := range g.tokens {
+		if constantTimeEqual(sum, t) {
+			found = g
+		}
+	}
+	return found
 }
 
 // unrouted answers a request no route matched: 405 (with Allow) when the

@@ -26,23 +26,7 @@ import (
 // buckets — the accounts are separate subject spaces with their own
 // JetStream.
 func TestTenants(t *testing.T) {
-	for _, v := range []string{"TENANT_A_FLEET_PASSWORD", "TENANT_A_CLIENT_PASSWORD", "TENANT_B_FLEET_PASSWORD", "TENANT_B_CLIENT_PASSWORD"} {
-		t.Setenv(v, "pw-"+v)
-	}
-	conf := deployDir + "/nats/tenants.conf"
-	opts, err := server.ProcessConfigFile(conf)
-	require.NoError(t, err, "%s does not parse", conf)
-	require.NoError(t, new(server.Options).ProcessConfigFile(conf), "%s parses with warnings", conf)
-	opts.Host, opts.Port = "127.0.0.1", server.RANDOM_PORT
-	opts.JetStream, opts.StoreDir, opts.NoSigs, opts.NoLog = true, filepath.Join(t.TempDir(), "js"), true, true
-	s, err := server.NewServer(opts)
-	require.NoError(t, err)
-	s.Start()
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	require.True(t, s.ReadyForConnections(10*time.Second))
-	userURL := func(user, env string) string {
-		return (&url.URL{Scheme: "nats", User: url.UserPassword(user, "pw-"+env), Host: s.Addr().String()}).String()
-	}
+	userURL := startTenantsServer(t)
 
 	agents := filepath.Join(t.TempDir(), "agents.yaml")
 	require.NoError(t, os.WriteFile(agents, []byte(`
@@ -112,5 +96,29 @@ agents:
 	case m := <-seenByB:
 		t.Fatalf("tenant B saw an event of tenant A's run on %s", m.Subject)
 	default:
+	}
+}
+
+// startTenantsServer starts a nats-server from deploy/nats/tenants.conf
+// (stopped at cleanup) and returns the URL of one of its users, whose
+// password is "pw-" + the environment variable the config reads it from.
+func startTenantsServer(t *testing.T) (userURL func(user, env string) string) {
+	t.Helper()
+	for _, v := range []string{"TENANT_A_FLEET_PASSWORD", "TENANT_A_CLIENT_PASSWORD", "TENANT_B_FLEET_PASSWORD", "TENANT_B_CLIENT_PASSWORD"} {
+		t.Setenv(v, "pw-"+v)
+	}
+	conf := deployDir + "/nats/tenants.conf"
+	opts, err := server.ProcessConfigFile(conf)
+	require.NoError(t, err, "%s does not parse", conf)
+	require.NoError(t, new(server.Options).ProcessConfigFile(conf), "%s parses with warnings", conf)
+	opts.Host, opts.Port = "127.0.0.1", server.RANDOM_PORT
+	opts.JetStream, opts.StoreDir, opts.NoSigs, opts.NoLog = true, filepath.Join(t.TempDir(), "js"), true, true
+	s, err := server.NewServer(opts)
+	require.NoError(t, err)
+	s.Start()
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	require.True(t, s.ReadyForConnections(10*time.Second))
+	return func(user, env string) string {
+		return (&url.URL{Scheme: "nats", User: url.UserPassword(user, "pw-"+env), Host: s.Addr().String()}).String()
 	}
 }
