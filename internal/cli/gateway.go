@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/catalog"
@@ -26,14 +27,14 @@ type access struct {
 
 // startGateway starts the HTTP gateway (which also serves the API service)
 // and returns its URL and stop function.
-func startGateway(ctx context.Context, env *Env, nc *nats.Conn, prefix, addr string, acc access, cat *catalog.Catalog, reg *prometheus.Registry, log *slog.Logger) (string, func(context.Context) error, error) {
+func startGateway(ctx context.Context, env *Env, nc *nats.Conn, prefix, addr string, acc access, cat *catalog.Catalog, reg *prometheus.Registry, tp trace.TracerProvider, log *slog.Logger) (string, func(context.Context) error, error) {
 	// Gateways do not claim runs: leave the workers consumer to workers,
 	// and the replica counts to whoever set them.
 	_, st, err := openFleet(ctx, nc, bus.ProvisionConfig{Prefix: prefix, SkipWorkers: true}, store.Config{Logger: log})
 	if err != nil {
 		return "", nil, err
 	}
-	api, err := service.NewAPI(service.Config{Conn: nc, Store: st, Prefix: prefix, Catalog: cat, Logger: log, AgentOptions: agentOptions(env)})
+	api, err := service.NewAPI(service.Config{Conn: nc, Store: st, Prefix: prefix, Catalog: cat, Logger: log, AgentOptions: agentOptions(env), Tracing: tp})
 	if err != nil {
 		return "", nil, err
 	}
@@ -78,6 +79,11 @@ func runGateway(ctx context.Context, env *Env, args []string) int {
 	if err != nil {
 		return usageErr(env, fs, err.Error())
 	}
+	tracing, stopTracing, err := startTracing(ctx, env, "lovia-gateway", log)
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	defer stopTracing() // last: after the gateway's Stop
 	var tenants []tenantEntry
 	if *tenantsPath != "" {
 		if len(tokens) > 0 {
@@ -114,7 +120,7 @@ func runGateway(ctx context.Context, env *Env, args []string) int {
 		return fail(env.Stderr, err)
 	}
 	defer nc.Close()
-	url, stop, err := startGateway(ctx, env, nc, nf.prefix, *addr, access{tokens: tokens, origins: origins}, cat, reg, log)
+	url, stop, err := startGateway(ctx, env, nc, nf.prefix, *addr, access{tokens: tokens, origins: origins}, cat, reg, tracing.TracerProvider(), log)
 	if err != nil {
 		return fail(env.Stderr, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lovia-fleet/lovia/pkg/broker"
 	"github.com/lovia-fleet/lovia/pkg/bus"
@@ -88,8 +89,9 @@ func logger(env *Env, level string, format ...string) (*slog.Logger, error) {
 type fleetDeps struct {
 	registry *loop.Registry
 	catalog  *catalog.Catalog
-	remote   *remoteTools // MCP servers and tool services; nil without
-	plugins  *nats.Conn   // the plugins' stores (plugins.go); nil without
+	remote   *remoteTools         // MCP servers and tool services; nil without
+	plugins  *nats.Conn           // the plugins' stores (plugins.go); nil without
+	tracing  trace.TracerProvider // tracing.go; nil: off
 }
 
 func buildDeps(ctx context.Context, env *Env, wf *workerFlags, fc fleetConn, log *slog.Logger) (*fleetDeps, error) {
@@ -157,6 +159,11 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	if err != nil {
 		return usageErr(env, fs, err.Error())
 	}
+	tracing, stopTracing, err := startTracing(ctx, env, "lovia-worker", log)
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	defer stopTracing() // last: after the worker's Stop
 	nc, err := nf.connect("worker")
 	if err != nil {
 		return fail(env.Stderr, err)
@@ -167,6 +174,7 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 		return fail(env.Stderr, err)
 	}
 	defer stopDeps(deps) // after the worker's Stop below
+	deps.tracing = tracing.TracerProvider()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	probeAgents := deps.catalog.Names()
@@ -229,7 +237,7 @@ func startWorkerProcess(ctx context.Context, nc *nats.Conn, prefix, id string, w
 	if err != nil {
 		return nil, nil, err
 	}
-	api, err := service.NewAPI(service.Config{Conn: nc, Store: st, Prefix: prefix, Catalog: apiCatalog, Logger: log, AgentOptions: catalog.Options{Tools: builtinTools(wf.workspace), Registry: deps.registry}})
+	api, err := service.NewAPI(service.Config{Conn: nc, Store: st, Prefix: prefix, Catalog: apiCatalog, Logger: log, AgentOptions: catalog.Options{Tools: builtinTools(wf.workspace), Registry: deps.registry}, Tracing: deps.tracing})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -240,7 +248,7 @@ func startWorkerProcess(ctx context.Context, nc *nats.Conn, prefix, id string, w
 	w, err := worker.New(worker.Config{
 		Conn: nc, Catalog: deps.catalog, Agents: agents, Prefix: prefix, ID: id, Concurrency: wf.concurrency, AckWait: wf.ackWait, CoalesceDeltas: wf.coalesce, ParkAfter: wf.parkAfter,
 		SkipProvision: true, Registry: deps.registry, ContextPolicy: policy, Logger: log, Metrics: reg,
-		Store: store.Config{OutageBudget: wf.outage, Logger: log},
+		Store: store.Config{OutageBudget: wf.outage, Logger: log}, Tracing: deps.tracing,
 	})
 	if err != nil {
 		_ = svc.Stop(ctx)
@@ -280,6 +288,11 @@ func runDev(ctx context.Context, env *Env, args []string) int {
 	if err != nil {
 		return usageErr(env, fs, err.Error())
 	}
+	tracing, stopTracing, err := startTracing(ctx, env, "lovia-dev", log)
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	defer stopTracing() // last: after every component stopped
 	if err := os.MkdirAll(*data, 0o755); err != nil {
 		return fail(env.Stderr, err)
 	}
@@ -296,6 +309,7 @@ func runDev(ctx context.Context, env *Env, args []string) int {
 	if err != nil {
 		return fail(env.Stderr, err)
 	}
+	deps.tracing = tracing.TracerProvider()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	// Stopped in reverse: the gateway, then each worker (its ordered
@@ -329,7 +343,7 @@ func runDev(ctx context.Context, env *Env, args []string) int {
 		return fail(env.Stderr, err)
 	}
 	stops = append(stops, closer(gwNC))
-	httpURL, stopGW, err := startGateway(ctx, env, gwNC, *prefix, *httpAddr, access{origins: origins}, deps.catalog, reg, log)
+	httpURL, stopGW, err := startGateway(ctx, env, gwNC, *prefix, *httpAddr, access{origins: origins}, deps.catalog, reg, deps.tracing, log)
 	if err != nil {
 		return fail(env.Stderr, err)
 	}

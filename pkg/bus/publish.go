@@ -163,7 +163,8 @@ type RunPublisher struct {
 	subject string
 	enc     Encoding
 
-	request string // HeaderRequest of every event, if set
+	request string       // HeaderRequest of every event, if set
+	trace   TraceContext // traceparent and tracestate of every event, if set
 
 	mu      sync.Mutex
 	next    uint64
@@ -194,6 +195,16 @@ func (r *RunPublisher) SetRequest(streamSeq uint64) {
 	if streamSeq > 0 {
 		r.request = strconv.FormatUint(streamSeq, 10)
 	}
+}
+
+// SetTrace stamps every event published from now on with the W3C trace
+// context t (docs/protocol.md#trace-context): the trace of the claim that
+// publishes them. The zero value stops stamping (and adds nothing to an
+// event).
+func (r *RunPublisher) SetTrace(t TraceContext) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.trace = t
 }
 
 // Encoding is the events' encoding.
@@ -270,6 +281,7 @@ func (r *RunPublisher) Publish(ctx context.Context, ev loop.Event) (uint64, erro
 	if r.request != "" {
 		msg.Header[HeaderRequest] = []string{r.request}
 	}
+	r.trace.Set(msg.Header)
 	pe := &pendingEvent{seq: env.Seq, msg: msg, sent: time.Now()}
 	// No library retries: they resend out of order. Failures come back
 	// here and are retried in seq order by repair.

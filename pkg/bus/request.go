@@ -298,6 +298,9 @@ type RequestMeta struct {
 	// Continues, when above 0, is the stream sequence of the request whose
 	// submission this one continues (HeaderContinues).
 	Continues uint64
+	// Trace is the W3C trace context the request carries (traceparent,
+	// tracestate): the claim of the run continues that trace. Zero: none.
+	Trace TraceContext
 }
 
 // PublishRequest publishes an encoded run request to <p>.submit.<agent> on
@@ -322,6 +325,7 @@ func PublishRequest(ctx context.Context, js jetstream.JetStream, names Names, ag
 	if meta.Continues > 0 {
 		msg.Header[HeaderContinues] = []string{strconv.FormatUint(meta.Continues, 10)}
 	}
+	meta.Trace.Set(msg.Header)
 	ack, err := js.PublishMsg(ctx, msg)
 	if err != nil {
 		return 0, fmt.Errorf("bus: publish run request %s: %w", msgID, err)

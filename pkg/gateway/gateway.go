@@ -73,7 +73,7 @@ func New(cfg Config) (*Gateway, error) {
 			return nil, err
 		}
 		g.drain, g.drainStop = context.WithCancel(context.Background())
-		g.handler = g.routes()
+		g.handler = g.traced(g.routes()) // tracing.go
 		return g, nil
 	}
 	return newTenants(cfg)

@@ -39,7 +39,7 @@ func newTenants(cfg Config) (*Gateway, error) {
 		}
 		tg.tenant = t.Name
 		tg.drain = g.drain // Stop ends every tenant's event streams
-		tg.handler = tg.routes()
+		tg.handler = tg.traced(tg.routes()) // tracing.go
 		g.tenants = append(g.tenants, tg)
 	}
 	g.handler = g.routes()

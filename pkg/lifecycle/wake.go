@@ -47,6 +47,7 @@ func WakeEntry(ctx context.Context, js jetstream.JetStream, names bus.Names, st 
 	seq, err := bus.PublishRequest(ctx, js, names, rec.Agent, p.Request, bus.RequestMeta{
 		RunID: runID, Suffix: fmt.Sprintf(".wake%d.%d", p.Continues, p.TimerRevision),
 		ContentType: p.ContentType, Submission: max(rec.Submissions, 1), Continues: p.Continues,
+		Trace: p.Trace,
 	})
 	if err != nil {
 		return false, fmt.Errorf("wake run %s: %w", runID, err)

@@ -105,14 +105,17 @@ func newRun(ctx context.Context, r *Runner, agent *Agent, input []Entry, o runOp
 // execute runs the whole stream. It returns the result, or the run's error.
 func (ru *run) execute(yield func(Event) bool) (*RunResult, error) {
 	ru.yield = yield
-	ctx, stop := context.WithCancelCause(ru.parent)
+	// The run's span is the parent of every span the run opens: its
+	// context is the run's.
+	parent := ru.parent
+	var span Span = noopSpan{}
+	if ru.tracing() {
+		parent, span = ru.tracer.Start(ru.parent, "run", Attr{"agent", ru.entry.Name}, Attr{"run_id", ru.opts.runID})
+	}
+	ctx, stop := context.WithCancelCause(parent)
 	ru.ctx, ru.stopCtx = ctx, stop
 	ru.cancel.onCancel(func(reason string) { stop(&RunCancelled{Reason: reason}) })
 	defer stop(nil)
-	var span Span = noopSpan{}
-	if ru.tracing() {
-		_, span = ru.tracer.Start(ru.parent, "run", Attr{"agent", ru.entry.Name}, Attr{"run_id", ru.opts.runID})
-	}
 	res, err := ru.executeInner()
 	ru.teardown()
 	span.End(err)

@@ -371,10 +371,11 @@ func (ru *run) execCall(ctx context.Context, rc *readyCall, sink func(taskItem))
 	tc := ToolCall{ID: rc.call.CallID, Name: rc.call.Name, Arguments: rc.call.Arguments}
 	sink(taskItem{ev: &ToolCallStarted{Call: tc}})
 	var span Span = noopSpan{}
+	callCtx := ctx // the tool's: a tool that calls out continues the span
 	if ru.tracing() {
-		_, span = ru.tracer.Start(ctx, "tool_call", Attr{"tool", tc.Name}, Attr{"call_id", tc.ID})
+		callCtx, span = ru.tracer.Start(ctx, "tool_call", Attr{"tool", tc.Name}, Attr{"call_id", tc.ID})
 	}
-	v, err := ru.invoke(withApproval(withToolCall(ctx, tc), rc.approval), rc)
+	v, err := ru.invoke(withApproval(withToolCall(callCtx, tc), rc.approval), rc)
 	span.End(err)
 	if err != nil {
 		if errors.Is(err, ErrCancelled) {

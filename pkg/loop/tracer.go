@@ -17,8 +17,11 @@ type Span interface {
 	End(err error)
 }
 
-// Tracer opens spans named "run", "model_call", "tool_call" and "handoff".
-// Implementations are safe for concurrent use.
+// Tracer opens spans named "run", "turn", "model_call", "tool_call" and
+// "handoff". The context Start returns carries the span: the run's span
+// parents the turns, a turn's its model and tool calls, and a tool is
+// called with its tool_call span's context. Implementations are safe for
+// concurrent use.
 type Tracer interface {
 	Start(ctx context.Context, name string, attrs ...Attr) (context.Context, Span)
 }

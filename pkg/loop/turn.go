@@ -145,6 +145,14 @@ func (ru *run) turn() (output any, done bool, err error) {
 	}
 	ru.turns++
 	ru.rc.setTurn(ru.turns)
+	if ru.tracing() {
+		// The turn's span parents its model and tool calls: the run's
+		// context is the turn's until the turn ends.
+		runCtx := ru.ctx
+		var span Span
+		ru.ctx, span = ru.tracer.Start(runCtx, "turn", Attr{"turn", ru.turns})
+		defer func() { ru.ctx = runCtx; span.End(err) }()
+	}
 	ru.turnOpen, ru.turnDurable = true, false
 	if err := ru.emit(&TurnStarted{TurnNo: ru.turns}); err != nil {
 		return nil, false, err

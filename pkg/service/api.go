@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/catalog"
@@ -43,6 +44,9 @@ type Config struct {
 	Timeout time.Duration
 	// Logger receives logs. Default: discard.
 	Logger *slog.Logger
+	// Tracing opens the submit spans and carries their trace context into
+	// the run requests (docs/protocol.md#trace-context). Default: noop.
+	Tracing trace.TracerProvider
 }
 
 // API implements the operations of the lovia service.
@@ -52,6 +56,7 @@ type API struct {
 	js    jetstream.JetStream
 	pub   *bus.Publisher // reads runs' last events; publishes nothing
 	log   *slog.Logger
+	trace apiTracing // trace.go
 	// dedup is the RUNS stream's deduplication window, read once.
 	dedup    atomic.Int64
 	fleet    fleetState
@@ -91,7 +96,7 @@ func NewAPI(cfg Config) (*API, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &API{cfg: cfg, names: names, js: js, pub: pub, log: cfg.Logger}, nil
+	return &API{cfg: cfg, names: names, js: js, pub: pub, log: cfg.Logger, trace: newAPITracing(cfg.Tracing)}, nil
 }
 
 // Names returns the subject names.
@@ -103,8 +108,8 @@ func notFound(what string) *bus.APIError {
 
 func invalid(field, reason string) error { return &bus.FieldError{Field: field, Reason: reason} }
 
-// Submit validates and enqueues a run (docs/protocol.md#subjects, <p>.api.submit).
-func (a *API) Submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding) (*bus.SubmitReply, error) {
+// submit is Submit inside its span (trace.go).
+func (a *API) submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding) (*bus.SubmitReply, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
 	defer cancel()
 	if req.Agent == "" {
@@ -265,7 +270,7 @@ func (a *API) enqueue(ctx context.Context, req *bus.RunRequest, enc bus.Encoding
 		return err
 	}
 	rec := &e.Record
-	meta := bus.RequestMeta{RunID: req.RunID, ContentType: enc.ContentType(), Submission: max(rec.Submissions, 1)}
+	meta := bus.RequestMeta{RunID: req.RunID, ContentType: enc.ContentType(), Submission: max(rec.Submissions, 1), Trace: bus.TraceContextOf(ctx)}
 	if rec.Requeues > 0 {
 		meta.Suffix = ".requeue" + strconv.Itoa(rec.Requeues)
 	}

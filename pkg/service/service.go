@@ -165,7 +165,8 @@ func (s *Service) submit(ctx context.Context, r micro.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.api.Submit(ctx, req, enc)
+	// A client's traceparent header makes the submit part of its trace.
+	return s.api.Submit(bus.ExtractTrace(ctx, headers(r)), req, enc)
 }
 
 func (s *Service) status(ctx context.Context, r micro.Request) (any, error) {

@@ -7,6 +7,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/lovia-fleet/lovia/pkg/bus"
 )
 
 // Parking is what a parked run's record keeps: the gated call it waits on,
@@ -27,6 +29,9 @@ type Parking struct {
 	// resumed run continues after it even if the events stream has
 	// dropped the run's events meanwhile (past its max age).
 	LastSeq uint64 `json:"last_seq" msgpack:"last_seq"`
+	// Trace is the W3C trace context of the parking request: the wake
+	// request carries it, so the resumed run continues the submit's trace.
+	Trace bus.TraceContext `json:"trace,omitzero" msgpack:"trace,omitempty"`
 }
 
 // Park timers: one key per parked run, so that every worker can watch the

@@ -12,8 +12,12 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/loop"
+	"github.com/lovia-fleet/lovia/pkg/telemetry"
 )
 
 // DefaultDiscoverWait is how long [Discover] collects answers.
@@ -182,7 +186,13 @@ func (c *caller) call(ctx context.Context, rc *loop.RunContext, args json.RawMes
 		setHeader(msg, HeaderCallID, call.CallID)
 		setHeader(msg, HeaderAgent, call.Agent)
 	}
+	// A client span inside the loop's tool_call (noop when the run is not
+	// traced); the service continues its trace from the headers.
+	ctx, span := telemetry.StartChild(ctx, "toolsvc_call", trace.SpanKindClient,
+		attribute.String("lovia.tool_service", c.info.Service), attribute.String("lovia.tool", c.info.Tool))
+	bus.InjectTrace(ctx, msg.Header)
 	reply, err := c.cfg.Conn.RequestMsgWithContext(ctx, msg)
+	telemetry.EndSpan(span, err)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return nil, &loop.ToolError{Tool: name, Message: fmt.Sprintf("no instance of tool service %q is running (nothing answers %s)", c.info.Service, c.info.Subject),

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lovia-fleet/lovia/pkg/loop"
 )
@@ -52,6 +53,10 @@ type Config struct {
 	Concurrency int
 	// Logger receives call failures (default: discard).
 	Logger *slog.Logger
+	// Tracing opens a "toolsvc_serve" span per call, continuing the trace
+	// the request's traceparent header carries (docs/protocol.md#trace-context).
+	// Default: noop.
+	Tracing trace.TracerProvider
 }
 
 // Dedupe configures the call-id store of a service.
@@ -249,12 +254,14 @@ func (s *Service) serve(t *loop.Tool, req micro.Request) {
 		defer cancel()
 	}
 	callID := req.Headers().Get(HeaderCallID)
+	ctx, span := s.startServe(ctx, t, req, callID) // trace.go
 	var rec record
 	if s.kv != nil && callID != "" {
 		rec = s.dedupe(ctx, t, callID, req.Data())
 	} else {
 		rec = run(ctx, t, req.Data())
 	}
+	endServe(span, rec)
 	s.respond(req, rec)
 }
 

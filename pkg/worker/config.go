@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/catalog"
@@ -116,6 +117,10 @@ type Config struct {
 	Metrics prometheus.Registerer
 	// Clock is the time source. Default time.Now.
 	Clock func() time.Time
+	// Tracing opens the claim spans and the loop's (run, turn, model and
+	// tool calls, handoffs), continuing the trace of each run request's
+	// submit (docs/protocol.md#trace-context). Default: noop.
+	Tracing trace.TracerProvider
 }
 
 // Defaults.

@@ -52,6 +52,7 @@ func (w *Worker) park(ctx context.Context, x *execution, p *parking) (wake bool)
 	parking := store.Parking{
 		CallID: p.callID, Deadline: p.deadline, Request: body, ContentType: x.enc.ContentType(),
 		Continues: d.meta.Sequence.Stream, TimerRevision: timer, LastSeq: x.rp.NextSeq() - 1,
+		Trace: bus.TraceContextFrom(d.msg.Headers()), // the wake continues the submit's trace
 	}
 	_, err = w.st.Runs().Modify(ctx, runID, lifecycle.Modify(func(r store.RunRecord) (store.RunRecord, error) {
 		return lifecycle.Park(r, x.holder, parking)

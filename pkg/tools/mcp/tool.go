@@ -12,8 +12,11 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lovia-fleet/lovia/pkg/loop"
+	"github.com/lovia-fleet/lovia/pkg/telemetry"
 )
 
 // Separator joins a server's name and its tool's name: "<server>__<tool>".
@@ -58,7 +61,13 @@ func (c *conn) tool(t *sdk.Tool) (*loop.Tool, error) {
 		Description: desc,
 		Parameters:  params,
 		Func: func(ctx context.Context, _ *loop.RunContext, args json.RawMessage) (any, error) {
-			return c.call(ctx, name, remote, resolved, args)
+			// Inside the loop's tool_call span: a client span for the call
+			// to the server (noop when the run is not traced).
+			ctx, span := telemetry.StartChild(ctx, "mcp_call", trace.SpanKindClient,
+				attribute.String("lovia.mcp.server", c.name), attribute.String("lovia.mcp.tool", remote))
+			v, err := c.call(ctx, name, remote, resolved, args)
+			telemetry.EndSpan(span, err)
+			return v, err
 		},
 	}, nil
 }
