@@ -76,10 +76,13 @@ const (
 	OpCancel   RunOp = "cancel"
 	OpInject   RunOp = "inject"
 	OpUninject RunOp = "uninject"
+	// OpDescribe answers a run's description: its status, history,
+	// wait and children (RunDescription).
+	OpDescribe RunOp = "describe"
 )
 
 // RunOps lists every run operation.
-func RunOps() []RunOp { return []RunOp{OpStatus, OpApprove, OpCancel, OpInject, OpUninject} }
+func RunOps() []RunOp { return []RunOp{OpStatus, OpApprove, OpCancel, OpInject, OpUninject, OpDescribe} }
 
 // SessionOp is the last token of a session's request/reply subject
 // (<p>.api.session.<session_id>.<op>).
@@ -291,6 +294,10 @@ func (n Names) RegistryAPI(op RegistryOp) string {
 // (<p>.api.workers).
 func (n Names) Workers() string { return n.Prefix() + "." + tokAPI + ".workers" }
 
+// RunsList is the request/reply subject listing runs from the run index
+// (<p>.api.runs.list; RunsListRequest, RunsListReply).
+func (n Names) RunsList() string { return n.Prefix() + "." + tokAPI + ".runs.list" }
+
 // APIWildcard matches every api subject (<p>.api.>).
 func (n Names) APIWildcard() string { return n.Prefix() + "." + tokAPI + ".>" }
 
@@ -384,7 +391,7 @@ func (n Names) parseTwo(subject, kind, field string) (id, op string, err error) 
 
 func validRunOp(op RunOp) bool {
 	switch op {
-	case OpStatus, OpApprove, OpCancel, OpInject, OpUninject:
+	case OpStatus, OpApprove, OpCancel, OpInject, OpUninject, OpDescribe:
 		return true
 	}
 	return false

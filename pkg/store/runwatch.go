@@ -197,3 +197,6 @@ func CallIDOfKey(tok string) string {
 	}
 	return tok
 }
+
+// CallKeyOf is the key token a call id is stored under (RunChange.CallKey).
+func CallKeyOf(callID string) string { return strings.TrimPrefix(callKey("r", callID), "r.ap.") }

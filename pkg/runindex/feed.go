@@ -1,0 +1,155 @@
+package runindex
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lovia-fleet/lovia/pkg/store"
+)
+
+// FeedConfig configures a Feed.
+type FeedConfig struct {
+	// Runs is the run index bucket to watch. Required.
+	Runs *store.Runs
+	// Retry is how long the feed waits before watching again after the
+	// watch failed or ended. Default 1s.
+	Retry time.Duration
+	// Logger receives the build time and watch failures. Default: discard.
+	Logger *slog.Logger
+}
+
+// Feed keeps an [Index] of every run live: it replays the run index
+// bucket into a new index, serves it once caught up, and applies every
+// change after. It writes nothing. When its watch ends (the bucket's
+// stream was lost, the connection closed), it builds a new index the same
+// way and serves the old one until the new one has caught up.
+type Feed struct {
+	cfg   FeedConfig
+	cur   atomic.Pointer[Index]
+	ready chan struct{}
+	built atomic.Int64 // nanoseconds the first replay took
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewFeed validates cfg; Start starts the feed.
+func NewFeed(cfg FeedConfig) (*Feed, error) {
+	if cfg.Runs == nil {
+		return nil, errors.New("runindex: FeedConfig.Runs is required (store.Store.Runs)")
+	}
+	if cfg.Retry <= 0 {
+		cfg.Retry = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Feed{cfg: cfg, ready: make(chan struct{})}, nil
+}
+
+// Start begins the replay and returns; Ready closes once the index has
+// caught up. The feed runs until Stop (ctx only bounds the start).
+func (f *Feed) Start(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cancel != nil {
+		return errors.New("runindex: Feed.Start called twice")
+	}
+	ctx, f.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	f.done = make(chan struct{})
+	go f.run(ctx)
+	return nil
+}
+
+// Stop ends the feed and waits for it (or ctx).
+func (f *Feed) Stop(ctx context.Context) error {
+	f.mu.Lock()
+	cancel, done := f.cancel, f.done
+	f.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Ready is closed once the first replay has caught up.
+func (f *Feed) Ready() <-chan struct{} { return f.ready }
+
+// BuildTime is how long the first replay took (0 until Ready).
+func (f *Feed) BuildTime() time.Duration { return time.Duration(f.built.Load()) }
+
+// Index returns the live index, waiting for the first replay until ctx
+// ends (ErrNotReady).
+func (f *Feed) Index(ctx context.Context) (*Index, error) {
+	if x := f.cur.Load(); x != nil {
+		return x, nil
+	}
+	select {
+	case <-f.ready:
+		return f.cur.Load(), nil
+	case <-ctx.Done():
+		return nil, ErrNotReady
+	}
+}
+
+func (f *Feed) run(ctx context.Context) {
+	defer close(f.done)
+	first := true
+	for {
+		start := time.Now()
+		err := f.follow(ctx, func(x *Index) {
+			f.cur.Store(x)
+			took := time.Since(start)
+			if first {
+				first = false
+				f.built.Store(int64(took))
+				close(f.ready)
+			}
+			f.cfg.Logger.Info("run index loaded", "runs", x.Len(), "took", took.Round(time.Millisecond))
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		f.cfg.Logger.Warn("run index: the watch of the run index bucket ended; loading it again", "error", err, "retry_in", f.cfg.Retry)
+		t := time.NewTimer(f.cfg.Retry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// follow replays the bucket into a new index, hands it to caughtUp, and
+// applies changes until the watch ends.
+func (f *Feed) follow(ctx context.Context, caughtUp func(*Index)) error {
+	ch, err := f.cfg.Runs.Watch(ctx)
+	if err != nil {
+		return err
+	}
+	x := New()
+	served := false
+	for c := range ch {
+		if c.Kind == store.ChangeCaughtUp {
+			if !served {
+				served = true
+				caughtUp(x)
+			}
+			continue
+		}
+		x.Apply(c)
+	}
+	return errors.New("watch closed")
+}
