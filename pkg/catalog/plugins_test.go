@@ -40,8 +40,7 @@ func TestPluginsSection(t *testing.T) {
 		require.NoError(t, err)
 		a, _ := c.Get("a")
 		require.Len(t, a.Plugins, 1)
-		require.Len(t, a.Fragments, 1)
-		require.Contains(t, a.Fragments[0](context.Background(), nil), "- s: Does s.")
+		require.Contains(t, a.Plugins[0].(loop.PluginInstructions).Instructions(context.Background(), nil), "- s: Does s.")
 		var names []string
 		for _, s := range c.ToolSchemas("a") {
 			names = append(names, s.Name)

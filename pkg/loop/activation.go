@@ -24,7 +24,7 @@ type activation struct {
 	injectors []PluginViewInjector
 	inGuards  []InputGuardrail
 	outGuards []OutputGuardrail
-	pluginIns []string
+	pluginIns []PluginInstructions
 	output    *OutputSpec
 	native    bool
 }
@@ -111,9 +111,7 @@ func (ru *run) activate(a *Agent) (*activation, error) {
 			}
 		}
 		if in, ok := p.(PluginInstructions); ok {
-			if s := in.Instructions(); s != "" {
-				act.pluginIns = append(act.pluginIns, s)
-			}
+			act.pluginIns = append(act.pluginIns, in)
 		}
 		if inj, ok := p.(PluginViewInjector); ok {
 			act.injectors = append(act.injectors, inj)
@@ -172,7 +170,11 @@ func (ru *run) renderHead(act *activation) ([]Entry, error) {
 	if ru.opts.extraInstructions != "" {
 		parts = append(parts, ru.opts.extraInstructions)
 	}
-	parts = append(parts, act.pluginIns...)
+	for _, in := range act.pluginIns {
+		if s := in.Instructions(ru.ctx, ru.rc); s != "" {
+			parts = append(parts, s)
+		}
+	}
 	if act.output != nil && !act.native {
 		parts = append(parts, act.output.promptBlock())
 	}

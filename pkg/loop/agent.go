@@ -135,9 +135,13 @@ type PluginTools interface {
 	Tools() []*Tool
 }
 
-// PluginInstructions contributes system prompt text.
+// PluginInstructions contributes system prompt text. Instructions is
+// called when the run starts or resumes and at each handoff to the agent,
+// with the run's context and RunContext, so it may read a store (bound
+// the read; on failure return a line saying so: the run goes on). An
+// empty string contributes nothing.
 type PluginInstructions interface {
-	Instructions() string
+	Instructions(ctx context.Context, rc *RunContext) string
 }
 
 // PluginViewInjector appends transient entries to the tail of each model

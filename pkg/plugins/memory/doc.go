@@ -13,7 +13,7 @@
 // remember(text) stores a note, forget(id) deletes one, recall(query)
 // searches the scope's notes and run archives. The newest notes ("hot
 // notes", at most [Config.MaxNotes]) are written into the system prompt
-// at run start ([Plugin.Fragment]). When a run completes, the plugin
+// at run start ([Plugin.Instructions]). When a run completes, the plugin
 // archives it (its last input and its output) for recall.
 //
 // Writes are upserts under ids derived from the run id: a note's id is a

@@ -108,10 +108,10 @@ func New(cfg Config) (*Plugin, error) {
 	return p, nil
 }
 
-// Attach adds p and its notes fragment to a.
+// Attach adds p to a's plugins (its tools, its hot notes in the system
+// prompt and its run-end curation).
 func Attach(a *loop.Agent, p *Plugin) {
 	a.Plugins = append(a.Plugins, p)
-	a.Fragments = append(a.Fragments, p.Fragment)
 }
 
 // Name implements loop.Plugin.
@@ -146,8 +146,10 @@ func (p *Plugin) scope(rc *loop.RunContext) (string, error) {
 	return s, nil
 }
 
-// Fragment renders the scope's newest notes for the system prompt.
-func (p *Plugin) Fragment(ctx context.Context, rc *loop.RunContext) string {
+// Instructions implements loop.PluginInstructions: the scope's newest
+// notes (the hot notes) for the system prompt, read from the store when
+// the run starts or resumes.
+func (p *Plugin) Instructions(ctx context.Context, rc *loop.RunContext) string {
 	scope, err := p.ScopeOf(rc)
 	if err != nil {
 		return ""

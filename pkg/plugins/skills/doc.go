@@ -11,7 +11,7 @@
 //	  reference.md
 //
 // The plugin lists every skill's name and description in the system prompt
-// ([Plugin.Fragment]); load_skill(name) returns a SKILL.md body and the
+// ([Plugin.Instructions]); load_skill(name) returns a SKILL.md body and the
 // names of the skill's other files, read_skill_file(name, path) one of
 // those files. Both frame the text as reference material, cap it at
 // [Config.MaxChars], and refuse paths that leave the skill folder

@@ -74,10 +74,10 @@ func New(cfg Config) (*Plugin, error) {
 	return p, nil
 }
 
-// Attach adds p and its index fragment to a.
+// Attach adds p to a's plugins (its tools and its index in the system
+// prompt).
 func Attach(a *loop.Agent, p *Plugin) {
 	a.Plugins = append(a.Plugins, p)
-	a.Fragments = append(a.Fragments, p.Fragment)
 }
 
 // Name implements loop.Plugin.
@@ -86,10 +86,11 @@ func (p *Plugin) Name() string { return "skills" }
 // Tools implements loop.PluginTools.
 func (p *Plugin) Tools() []*loop.Tool { return p.tools }
 
-// Fragment renders the skills index for the system prompt, read from the
-// source when the run starts (and again at a handoff or resume). A source
-// that cannot be read yields a line saying so, and a log entry.
-func (p *Plugin) Fragment(ctx context.Context, _ *loop.RunContext) string {
+// Instructions implements loop.PluginInstructions: the skills index for
+// the system prompt, read from the source when the run starts (and again
+// at a handoff or resume). A source that cannot be read yields a line
+// saying so, and a log entry.
+func (p *Plugin) Instructions(ctx context.Context, _ *loop.RunContext) string {
 	list, skipped, err := List(ctx, p.cfg.Source)
 	if err != nil {
 		p.cfg.Logger.Warn("skills index unavailable", "error", err)

@@ -156,7 +156,7 @@ func (p *Plugin) Setup(ctx context.Context, rc *loop.RunContext) error {
 }
 
 // Instructions implements loop.PluginInstructions.
-func (p *Plugin) Instructions() string {
+func (p *Plugin) Instructions(context.Context, *loop.RunContext) string {
 	return "You can delegate work to subagents (" + strings.Join(p.cfg.Agents, ", ") + ") with spawn_subagent; they run in the background. Their reports arrive as <subagent_report> messages; call wait_subagents when you need them before going on."
 }
 

@@ -75,7 +75,7 @@ func (p *Plugin) Name() string { return "todo" }
 func (p *Plugin) Tools() []*loop.Tool { return []*loop.Tool{p.tool} }
 
 // Instructions implements loop.PluginInstructions.
-func (p *Plugin) Instructions() string { return Instructions }
+func (p *Plugin) Instructions(context.Context, *loop.RunContext) string { return Instructions }
 
 // InjectView implements loop.PluginViewInjector: the current list as a
 // transient <system-reminder> (nothing before the first todo_write).
