@@ -67,8 +67,11 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	}
 	off := &Provider{tp: noop.NewTracerProvider()}
 	on, err := enabled(cfg.Getenv)
-	if err != nil || !on {
-		return off, err
+	if err != nil {
+		return nil, err
+	}
+	if !on {
+		return off, nil
 	}
 	protocol, err := tracesProtocol(cfg.Getenv)
 	if err != nil {
