@@ -69,6 +69,9 @@ func (g *Gateway) routes() http.Handler {
 	for pattern, h := range g.scheduleRoutes() { // schedules.go
 		mux.HandleFunc(pattern, h)
 	}
+	for pattern, h := range g.runsListRoutes() { // runs_list.go
+		mux.HandleFunc(pattern, h)
+	}
 	g.mux = mux
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.serve(mux, w, r) })
 }
@@ -120,7 +123,7 @@ func known(pattern string) bool {
 		routeRegistryApply, routeRegistryList, routeRegistryGet, routeRegistryHistory, routeRegistryRemove:
 		return true
 	}
-	return isScheduleRoute(pattern) // schedules.go
+	return isScheduleRoute(pattern) || isRunsListRoute(pattern) // schedules.go, runs_list.go
 }
 
 // authorize checks the bearer token and returns the gateway that answers

@@ -65,6 +65,8 @@ type API struct {
 	tailerOnce sync.Once
 	tailer     *bus.Tailer
 	tailerErr  error
+	// index is the run index of listings (runslist.go).
+	index indexState
 }
 
 // NewAPI validates cfg.

@@ -90,6 +90,7 @@ func (s *Service) Start(ctx context.Context) error {
 		}),
 	)
 	errs = append(errs, s.scheduleEndpoints(add)...) // schedule.go
+	errs = append(errs, s.runsEndpoints(add)...)     // runslist.go
 	if err := errors.Join(errs...); err != nil {
 		_ = svc.Stop()
 		return err
@@ -99,15 +100,15 @@ func (s *Service) Start(ctx context.Context) error {
 }
 
 // Stop unregisters the service; requests in flight finish.
-func (s *Service) Stop(context.Context) error {
+func (s *Service) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.svc == nil {
-		return nil
+		return s.api.stopIndex(ctx)
 	}
 	err := s.svc.Stop()
 	s.svc = nil
-	return err
+	return errors.Join(err, s.api.stopIndex(ctx))
 }
 
 func headers(r micro.Request) nats.Header { return nats.Header(r.Headers()) }
