@@ -113,14 +113,27 @@ func (w *Worker) claim(ctx context.Context, d *delivery, req *bus.RunRequest, ru
 	if !w.fastClaims {
 		return w.claimSlow(ctx, d, req, runID, enc, ag, ar, c)
 	}
-	if e, err := w.st.Runs().Get(ctx, runID); err == nil && e.Record.Attempt == 0 && e.Record.Status == store.RunQueued {
-		if next, cl, err := lifecycle.ClaimRun(e.Record, c); err == nil {
-			e.Record = next
-			if w.st.Runs().Update(ctx, e) == nil {
-				d.fresh = true
-				plan := lifecycle.Decide(lifecycle.Delivery{FirstClaim: d.firstClaim})
-				return w.claimed(ctx, d, req, runID, enc, ag, ar, plan, nil, cl)
-			}
+	// A compare-and-set lost to another writer (most often the API
+	// recording the request's stream sequence just after publishing it)
+	// reads the record again once.
+	for range 2 {
+		e, err := w.st.Runs().Get(ctx, runID)
+		if err != nil || e.Record.Attempt != 0 || e.Record.Status != store.RunQueued {
+			break
+		}
+		next, cl, err := lifecycle.ClaimRun(e.Record, c)
+		if err != nil {
+			break
+		}
+		e.Record = next
+		err = w.st.Runs().Update(ctx, e)
+		if err == nil {
+			d.fresh, d.unclaimed, d.entry = true, true, e
+			plan := lifecycle.Decide(lifecycle.Delivery{FirstClaim: d.firstClaim})
+			return w.claimed(ctx, d, req, runID, enc, ag, ar, plan, nil, cl)
+		}
+		if !errors.Is(err, store.ErrConflict) {
+			break
 		}
 	}
 	return w.claimSlow(ctx, d, req, runID, enc, ag, ar, c)
@@ -317,7 +330,7 @@ func (w *Worker) run(ctx, runCtx context.Context, x *execution) (wakeAfter bool)
 	defer w.m.inFlight.Dec()
 	w.applyCancel(ctx, x.runID, x.ar)
 	d := x.d
-	opts, err := w.runOptions(x.req, x.runID, x.ag, x.ar, d.fresh)
+	opts, err := w.runOptions(x.req, x.runID, x.ag, x.ar, d.fresh, d.unclaimed)
 	if err != nil {
 		w.finishPoison(ctx, d, x.rp, x.runID, err)
 		return false

@@ -56,7 +56,15 @@ type delivery struct {
 	// continued is true for a request that resumes a parked run
 	// (HeaderContinues): its first claim continues the submission.
 	continued bool
-	log       *slog.Logger
+	// unclaimed is true when the claim found the run never claimed
+	// (attempt 0, queued): it has no checkpoint, so the loop starts
+	// without reading one (its first write creates it, and fails fenced
+	// if one was stored after all).
+	unclaimed bool
+	// entry is the run record as the claim wrote it, until the run's
+	// outcome is recorded on it (see indexOutcome); nil when unknown.
+	entry *store.RunEntry
+	log   *slog.Logger
 }
 
 // handle executes one delivery from claim to ack.
@@ -227,7 +235,7 @@ func cancelReason(r string) string {
 }
 
 // runOptions builds the loop options of a request.
-func (w *Worker) runOptions(req *bus.RunRequest, runID string, ag *catalog.Agent, ar *activeRun, fresh bool) ([]loop.RunOption, error) {
+func (w *Worker) runOptions(req *bus.RunRequest, runID string, ag *catalog.Agent, ar *activeRun, fresh, unclaimed bool) ([]loop.RunOption, error) {
 	smb, err := w.st.Mailbox(runID)
 	if err != nil {
 		return nil, err
@@ -246,8 +254,12 @@ func (w *Worker) runOptions(req *bus.RunRequest, runID string, ag *catalog.Agent
 	if maxTurns == 0 {
 		maxTurns = bus.DefaultMaxTurns
 	}
+	var cp loop.Checkpointer = w.st.Checkpointer()
+	if unclaimed && w.freshCkpt {
+		cp = noSnapshot{cp}
+	}
 	opts := []loop.RunOption{
-		loop.WithCheckpoint(w.st.Checkpointer(), runID),
+		loop.WithCheckpoint(cp, runID),
 		loop.WithIfRunExists(ifExists),
 		loop.WithMailbox(mb),
 		loop.WithCancelToken(ar.cancel),
@@ -276,6 +288,16 @@ func (w *Worker) runOptions(req *bus.RunRequest, runID string, ag *catalog.Agent
 		opts = append(opts, loop.WithMetadata(req.Metadata))
 	}
 	return opts, nil
+}
+
+// noSnapshot is the checkpointer of a run never claimed before: nothing
+// is stored for it, so Load answers without asking the store. Writes go
+// to the store as ever; the first one (revision 0) creates the checkpoint
+// with a compare-and-set, which fails fenced if one exists.
+type noSnapshot struct{ loop.Checkpointer }
+
+func (n noSnapshot) Load(_ context.Context, runID string) (*loop.Snapshot, error) {
+	return nil, fmt.Errorf("worker: run %s was never claimed: %w", runID, loop.ErrNoSnapshot)
 }
 
 // finishPoison fails a run whose request turned out invalid after claim.

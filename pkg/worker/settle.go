@@ -178,10 +178,25 @@ func (w *Worker) failAndTerminate(ctx context.Context, d *delivery, rp *bus.RunP
 
 // indexOutcome records a run's terminal event (run_completed or
 // run_failed) in the run index.
+//
+// A claim that wrote the record keeps it (delivery.entry): the outcome is
+// a compare-and-set on that revision without reading the record again.
+// When another writer has changed it since (the CAS fails), or the
+// transition refuses the kept copy, it reads the record and decides
+// anew.
 func (w *Worker) indexOutcome(ctx context.Context, d *delivery, runID string, ev loop.Event) {
-	_, err := w.st.Runs().Modify(context.WithoutCancel(ctx), runID, lifecycle.Modify(func(r store.RunRecord) (store.RunRecord, error) {
+	ctx = context.WithoutCancel(ctx)
+	finish := lifecycle.Modify(func(r store.RunRecord) (store.RunRecord, error) {
 		return lifecycle.Finish(r, ev, w.cfg.Clock())
-	}))
+	})
+	if e := d.entry; e != nil {
+		d.entry = nil
+		kept := *e
+		if finish(&kept.Record) == nil && w.st.Runs().Update(ctx, &kept) == nil {
+			return
+		}
+	}
+	_, err := w.st.Runs().Modify(ctx, runID, finish)
 	if err != nil && !errors.Is(err, lifecycle.ErrEnded) {
 		d.log.Warn("run index update failed before the terminal event", "error", err)
 	}

@@ -60,6 +60,7 @@ type Worker struct {
 	stopClaim  context.CancelFunc
 	claimMu    sync.Mutex
 	fastClaims bool                          // see claim
+	freshCkpt  bool                          // a run never claimed has no checkpoint to read (see noSnapshot)
 	loops      atomic.Int32                  // claim loops running
 	claimStops map[string]context.CancelFunc // by agent: ends its claim loop
 	followDone chan struct{}
@@ -164,6 +165,12 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	if rs, err := js.Stream(ctx, bus.KVStream(w.cfg.Store.RunBucket)); err == nil {
 		runsAge, eventsAge := rs.CachedInfo().Config.MaxAge, events.CachedInfo().Config.MaxAge
 		w.fastClaims = runsAge == 0 || (eventsAge != 0 && runsAge >= eventsAge)
+		// Nor their checkpoint, unless run records can expire before
+		// checkpoints do.
+		if cs, err := js.Stream(ctx, bus.KVStream(w.cfg.Store.CheckpointBucket)); err == nil {
+			ckptAge := cs.CachedInfo().Config.MaxAge
+			w.freshCkpt = runsAge == 0 || (ckptAge != 0 && runsAge >= ckptAge)
+		}
 	}
 	w.cons, w.claimStops = map[string]jetstream.Consumer{}, map[string]context.CancelFunc{}
 	for _, agent := range agents {
