@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
@@ -133,7 +134,7 @@ func (t *tenantEntry) flags(env *Env, base *natsFlags) (*natsFlags, error) {
 // startTenantGateway starts a gateway that serves every tenant of a
 // tenants file, each on its own NATS connection; it returns the gateway's
 // URL and a stop function that also closes the connections.
-func startTenantGateway(ctx context.Context, env *Env, base *natsFlags, entries []tenantEntry, addr string, origins []string, cat *catalog.Catalog, reg gateway.MetricsRegistry, log *slog.Logger) (string, func(context.Context) error, error) {
+func startTenantGateway(ctx context.Context, env *Env, base *natsFlags, entries []tenantEntry, addr string, origins []string, cat *catalog.Catalog, reg gateway.MetricsRegistry, tp trace.TracerProvider, log *slog.Logger) (string, func(context.Context) error, error) {
 	var conns []*nats.Conn
 	closeAll := func() {
 		for _, nc := range conns {
@@ -160,7 +161,7 @@ func startTenantGateway(ctx context.Context, env *Env, base *natsFlags, entries 
 			closeAll()
 			return "", nil, fmt.Errorf("tenant %q: %w", t.Name, err)
 		}
-		api, err := service.NewAPI(service.Config{Conn: nc, Store: st, Prefix: nf.prefix, Catalog: cat, Logger: tlog, AgentOptions: agentOptions(env)})
+		api, err := service.NewAPI(service.Config{Conn: nc, Store: st, Prefix: nf.prefix, Catalog: cat, Logger: tlog, AgentOptions: agentOptions(env), Tracing: tp})
 		if err != nil {
 			closeAll()
 			return "", nil, fmt.Errorf("tenant %q: %w", t.Name, err)

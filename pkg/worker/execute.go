@@ -37,6 +37,10 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 			w.wakeNow(runID)
 		}
 	}()
+	// The claim continues the trace of the request's submit; the run's
+	// spans are its children.
+	ctx, claimSpan := w.trace.startClaim(ctx, d, runID, ag.Name)
+	defer claimSpan.End()
 	runCtx, stopRun := context.WithCancelCause(ctx)
 	defer stopRun(nil)
 	ar := &activeRun{id: runID, seq: d.meta.Sequence.Stream, cancel: loop.NewCancelToken(), notify: make(chan struct{}, 1), stop: stopRun}
@@ -53,6 +57,7 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 	defer func() { stopHB(); hbWG.Wait() }()
 
 	x, v := w.claim(ctx, d, req, runID, enc, ag, ar, rev)
+	w.trace.endClaim(claimSpan, x != nil, v)
 	if x == nil {
 		w.settleMsg(ctx, d, v)
 		return
@@ -286,6 +291,7 @@ func (w *Worker) claimed(ctx context.Context, d *delivery, req *bus.RunRequest, 
 		return nil, lifecycle.Verdict{Settle: lifecycle.Leave}
 	}
 	rp.SetRequest(seq)
+	rp.SetTrace(bus.TraceContextOf(ctx)) // the claim's
 	x.rp = rp
 	return x, lifecycle.Verdict{}
 }

@@ -30,6 +30,7 @@ type Worker struct {
 	names  bus.Names
 	m      *metrics
 	runner *loop.Runner
+	trace  workerTracing // trace.go
 
 	js     jetstream.JetStream
 	st     *store.Store
@@ -94,7 +95,8 @@ func New(cfg Config) (*Worker, error) {
 		active: map[string]*activeRun{},
 		slots:  make(chan struct{}, cfg.Concurrency),
 	}
-	w.runner = loop.NewRunner(loop.RunnerConfig{Registry: cfg.Registry, Logger: w.log, Now: cfg.Clock, ContextPolicy: cfg.ContextPolicy})
+	w.trace = newWorkerTracing(cfg.Tracing)
+	w.runner = loop.NewRunner(loop.RunnerConfig{Registry: cfg.Registry, Logger: w.log, Now: cfg.Clock, ContextPolicy: cfg.ContextPolicy, Tracer: w.trace.loop})
 	return w, nil
 }
 

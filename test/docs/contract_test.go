@@ -74,7 +74,8 @@ func TestProtocolNamesTheCode(t *testing.T) {
 	add("bucket", names.Buckets()...)
 	add("header", bus.HeaderMsgID, bus.HeaderEvent, bus.HeaderSeq, bus.HeaderRequest, bus.HeaderSubmission,
 		bus.HeaderContinues, bus.HeaderHighSeq, bus.HeaderContentType, bus.HeaderServiceError, bus.HeaderServiceErrorCode,
-		toolsvc.HeaderRunID, toolsvc.HeaderCallID, toolsvc.HeaderAgent, gateway.HeaderRunID)
+		toolsvc.HeaderRunID, toolsvc.HeaderCallID, toolsvc.HeaderAgent, gateway.HeaderRunID,
+		bus.HeaderTraceParent, bus.HeaderTraceState)
 	add("content type", bus.ContentTypeJSON, bus.ContentTypeMsgpack)
 	for _, typ := range bus.EventTypes() {
 		add("event type", string(typ))
