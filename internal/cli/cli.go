@@ -51,6 +51,7 @@ func commands() map[string]command {
 		"answer":  {"answer a run's ask_human question: lovia answer RUN_ID CALL_ID TEXT", runAnswer},
 		"version": {"print the version, commit, Go and nats-server versions", runVersion},
 		"workers": {"list the live workers: the agents each serves, runs in flight, version", runWorkers},
+		"runs":    {"list runs (filters, pages) and describe one: lovia runs list, lovia runs describe ID", runRuns},
 
 		// Scheduled runs (schedule.go).
 		"schedule": {"scheduled runs: add NAME (--at | --every | --cron), ls, rm, pause, resume", runSchedule},
