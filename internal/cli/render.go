@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/client"
@@ -22,7 +23,8 @@ func follow(ctx context.Context, env *Env, c *client.Client, runID string, asJSO
 		return fail(env.Stderr, err)
 	}
 	defer tail.Close(context.Background())
-	r := &renderer{w: env.Stdout, errw: env.Stderr}
+	r := newRenderer(env)
+	defer r.spin.stop()
 	decided := map[string]bool{}
 	for envl, err := range tail.All(ctx) {
 		if err != nil {
@@ -39,6 +41,7 @@ func follow(ctx context.Context, env *Env, c *client.Client, runID string, asJSO
 			}
 			fmt.Fprintln(env.Stdout, string(b))
 		}
+		r.spin.stop() // before anything is written: the prompt, the JSON line
 		ev, err := envl.Event()
 		if err != nil {
 			fmt.Fprintf(env.Stderr, "lovia: event %d (%s) could not be decoded: %v\n", envl.Seq, envl.Type, err)
@@ -87,11 +90,22 @@ func decide(ctx context.Context, env *Env, c *client.Client, runID string, call 
 	}
 }
 
-// renderer prints events for people.
+// renderer prints events for people: in colour on a terminal (plain when
+// piped or with NO_COLOR), with a spinner on stderr while a tool runs.
 type renderer struct {
 	w, errw   io.Writer
 	midLine   bool
 	reasoning bool
+	pal       palette
+	spin      *spinner // nil: no spinner
+}
+
+func newRenderer(env *Env) *renderer {
+	r := &renderer{w: env.Stdout, errw: env.Stderr, pal: palette{on: useColor(env, env.Stdout)}}
+	if useSpinner(env, env.Stderr) {
+		r.spin = &spinner{w: env.Stderr, interval: 100 * time.Millisecond}
+	}
+	return r
 }
 
 func (r *renderer) newline() {
@@ -102,6 +116,8 @@ func (r *renderer) newline() {
 }
 
 func (r *renderer) render(ev loop.Event) {
+	r.spin.stop()
+	p := r.pal
 	switch e := ev.(type) {
 	case *loop.TextDelta:
 		if r.reasoning {
@@ -123,17 +139,18 @@ func (r *renderer) render(ev loop.Event) {
 		r.newline()
 	case *loop.ToolCallStarted:
 		r.newline()
-		fmt.Fprintf(r.w, "→ %s(%s)\n", e.Call.Name, short(e.Call.Arguments, 200))
+		fmt.Fprintf(r.w, "%s %s(%s)\n", p.paint(styleCyan, "→"), p.paint(styleBold, e.Call.Name), short(e.Call.Arguments, 200))
+		r.spin.start(e.Call.Name+" running", p)
 	case *loop.ToolCallCompleted:
 		r.newline()
-		mark := "←"
+		mark := p.paint(styleGreen, "←")
 		if e.IsError {
-			mark = "✗"
+			mark = p.paint(styleRed, "✗")
 		}
 		fmt.Fprintf(r.w, "%s %s: %s\n", mark, e.Call.Name, short(e.Output, 300))
 	case *loop.ApprovalRequired:
 		r.newline()
-		fmt.Fprintf(r.w, "⏸ %s(%s) needs approval (call %s)\n", e.Call.Name, short(e.Call.Arguments, 200), e.Call.ID)
+		fmt.Fprintf(r.w, "%s %s(%s) needs approval (call %s)\n", p.paint(styleYellow, "⏸"), e.Call.Name, short(e.Call.Arguments, 200), e.Call.ID)
 	case *loop.ApprovalResolved:
 		fmt.Fprintf(r.w, "  %s: %s\n", e.Decision, e.Reason)
 	case *loop.UserMessageInjected:
@@ -141,10 +158,10 @@ func (r *renderer) render(ev loop.Event) {
 		fmt.Fprintf(r.w, "» %s\n", e.Content)
 	case *loop.HandoffOccurred:
 		r.newline()
-		fmt.Fprintf(r.w, "⇢ handed off from %s to %s\n", e.FromAgent, e.ToAgent)
+		fmt.Fprintf(r.w, "%s handed off from %s to %s\n", p.paint(styleMagenta, "⇢"), e.FromAgent, e.ToAgent)
 	case *bus.RunResumed:
 		r.newline()
-		fmt.Fprintf(r.errw, "[resumed on worker %s, attempt %d]\n", e.Worker, e.Attempt)
+		fmt.Fprintln(r.errw, p.paint(styleDim, fmt.Sprintf("[resumed on worker %s, attempt %d]", e.Worker, e.Attempt)))
 	case *loop.ContextCompacted:
 		fmt.Fprintf(r.errw, "[context compacted: %s, %d → %d tokens]\n", e.Notice.Reason, e.Notice.TokensBefore, e.Notice.TokensAfter)
 	case *loop.RunCompleted:
@@ -155,7 +172,7 @@ func (r *renderer) render(ev loop.Event) {
 		}
 	case *loop.RunFailed:
 		r.newline()
-		fmt.Fprintf(r.errw, "run failed: %s: %s\n", e.Error.Type, e.Error.Message)
+		fmt.Fprintf(r.errw, "%s: %s: %s\n", p.paint(styleRed, "run failed"), e.Error.Type, e.Error.Message)
 		if e.Error.Hint != "" {
 			fmt.Fprintf(r.errw, "  hint: %s\n", e.Error.Hint)
 		}
