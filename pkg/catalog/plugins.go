@@ -76,6 +76,9 @@ type MemorySpec struct {
 	UserKey string `yaml:"user_key" json:"user_key,omitempty"`
 	// MaxNotes caps the notes written into the system prompt (default 20).
 	MaxNotes int `yaml:"max_notes" json:"max_notes,omitempty"`
+	// DreamEvery makes every n-th completed run of a scope rewrite its
+	// notes with the agent's model (default 0: never).
+	DreamEvery int `yaml:"dream_every" json:"dream_every,omitempty"`
 }
 
 // SubagentsSpec are the Subagents plugin's settings.
@@ -171,11 +174,14 @@ func buildPlugins(a *loop.Agent, ps *PluginsSpec, opts Options) error {
 		if m.MaxNotes < 0 {
 			return fmt.Errorf("plugins.memory.max_notes %d is negative", m.MaxNotes)
 		}
+		if m.DreamEvery < 0 {
+			return fmt.Errorf("plugins.memory.dream_every %d is negative (0, the default, never dreams)", m.DreamEvery)
+		}
 		var st memory.Store = noStore{what: "the memory bucket"}
 		if js := opts.Plugins.JetStream; js != nil {
 			st = memory.NewKV(js, opts.Plugins.Names.MemoryBucket(), opts.Plugins.Replicas)
 		}
-		p, err := memory.New(memory.Config{Store: st, Scope: memory.ScopeKind(m.Scope), UserKey: m.UserKey, MaxNotes: m.MaxNotes, Logger: opts.Plugins.Logger})
+		p, err := memory.New(memory.Config{Store: st, Scope: memory.ScopeKind(m.Scope), UserKey: m.UserKey, MaxNotes: m.MaxNotes, DreamEvery: m.DreamEvery, Logger: opts.Plugins.Logger})
 		if err != nil {
 			return err
 		}
@@ -214,7 +220,8 @@ func (n noStore) Files(context.Context, string) ([]string, error) { return nil, 
 func (n noStore) ReadFile(context.Context, string, string, int) ([]byte, bool, error) {
 	return nil, false, n.err()
 }
-func (n noStore) Put(context.Context, string, memory.Record) error { return n.err() }
+func (n noStore) Put(context.Context, string, memory.Record) error    { return n.err() }
+func (n noStore) Create(context.Context, string, memory.Record) error { return n.err() }
 func (n noStore) Delete(context.Context, string, memory.Kind, string) error {
 	return n.err()
 }

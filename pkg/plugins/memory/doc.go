@@ -22,6 +22,23 @@
 // a replayed run that completes again, rewrites the same record instead of
 // adding a second.
 //
+// # Curation
+//
+// At the end of each completed run the plugin archives it. With
+// [Config.DreamEvery] set, every DreamEvery-th archived run of a scope
+// then "dreams": a model ([Config.DreamModel], by default the agent's
+// own) rewrites the scope's notes — duplicates merged, notes a later one
+// contradicts dropped, at most [Config.MaxNotes] kept — and the rewrite
+// replaces them. One run of the whole fleet dreams per epoch: the epoch's
+// [KindDream] record, created once ([Store.Create]), elects it, so a
+// replayed, resumed or concurrent completion does not dream again; the
+// record then says what the dream did. The new notes are written before
+// any old one is removed, and each replaced note is kept as a
+// [KindRetired] record that recall still finds: a crash or a failed model
+// call loses nothing, and an answer that is not a list of at most
+// MaxNotes notes changes nothing. The dream runs before the run's
+// run_completed is published (bounded by [Config.DreamTimeout]).
+//
 // # Stores
 //
 // [KV] keeps memories in a JetStream KV bucket (bus.Names.MemoryBucket),
@@ -32,5 +49,5 @@
 // the agents file:
 //
 //	plugins:
-//	  memory: {scope: user, max_notes: 20}
+//	  memory: {scope: user, max_notes: 20, dream_every: 10}
 package memory

@@ -91,6 +91,27 @@ func (s *KV) Put(ctx context.Context, scope string, r Record) error {
 	return nil
 }
 
+// Create implements Store, with the KV's create (a write that expects no
+// value).
+func (s *KV) Create(ctx context.Context, scope string, r Record) error {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	kv, err := s.bind(ctx, true)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if _, err := kv.Create(ctx, key(scope, r.Kind, r.ID), b); errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("%w: %s %s: %w", ErrExists, r.Kind, r.ID, err)
+	} else if err != nil {
+		return fmt.Errorf("memory bucket %s: create: %w", s.bucket, err)
+	}
+	return nil
+}
+
 // Delete implements Store.
 func (s *KV) Delete(ctx context.Context, scope string, kind Kind, id string) error {
 	ctx, cancel := withTimeout(ctx)

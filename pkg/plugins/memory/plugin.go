@@ -47,8 +47,19 @@ type Config struct {
 	Scope ScopeKind
 	// UserKey is the run metadata key of the user id (default "user_id").
 	UserKey string
-	// MaxNotes caps the notes written into the system prompt (default 20).
+	// MaxNotes caps the notes written into the system prompt (default 20),
+	// and the notes a dream keeps.
 	MaxNotes int
+	// DreamEvery makes every DreamEvery-th completed run of a scope
+	// rewrite the scope's notes with a model at its end (a "dream"):
+	// duplicates merged, contradicted notes dropped, at most MaxNotes
+	// kept (see the package doc, Curation). 0, the default: never.
+	DreamEvery int
+	// DreamModel is the model that rewrites (default: the run's agent's
+	// Provider).
+	DreamModel loop.Provider
+	// DreamTimeout bounds a dream (default DefaultDreamTimeout).
+	DreamTimeout time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Logger logs failed reads and archive writes (default slog.Default()).
@@ -91,6 +102,12 @@ func New(cfg Config) (*Plugin, error) {
 	}
 	if cfg.MaxNotes <= 0 {
 		cfg.MaxNotes = DefaultMaxNotes
+	}
+	if cfg.DreamEvery < 0 {
+		return nil, fmt.Errorf("memory: Config.DreamEvery %d is negative (0 turns dreams off)", cfg.DreamEvery)
+	}
+	if cfg.DreamTimeout <= 0 {
+		cfg.DreamTimeout = DefaultDreamTimeout
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -227,6 +244,9 @@ func (p *Plugin) recall(ctx context.Context, rc *loop.RunContext, in recallArgs)
 	var hits []string
 	for i := len(recs) - 1; i >= 0 && len(hits) < maxRecall; i-- {
 		r := recs[i]
+		if r.Kind == KindDream {
+			continue
+		}
 		text := r.Text
 		if r.Kind == KindArchive {
 			text = fmt.Sprintf("run %s: asked %q, answered %q", r.RunID, r.Input, r.Output)
@@ -253,7 +273,9 @@ func (p *Plugin) recall(ctx context.Context, rc *loop.RunContext, in recallArgs)
 }
 
 // archive is the run-end curation: the completed run's last input and its
-// output, upserted under the run id.
+// output, upserted under the run id; then, every DreamEvery-th archive, a
+// dream. It runs before run_completed is published, so a dream delays the
+// run's end by its model call (at most DreamTimeout).
 func (p *Plugin) archive(ctx context.Context, rc *loop.RunContext, ev loop.Event) {
 	done, ok := ev.(*loop.RunCompleted)
 	if !ok || rc.RunID == "" {
@@ -280,6 +302,12 @@ func (p *Plugin) archive(ctx context.Context, rc *loop.RunContext, ev loop.Event
 	defer cancel()
 	if err := p.cfg.Store.Put(wctx, scope, r); err != nil {
 		p.cfg.Logger.Warn("memory archive not written", "run_id", rc.RunID, "scope", scope, "error", err)
+		return
+	}
+	if p.cfg.DreamEvery > 0 {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.DreamTimeout)
+		defer cancel()
+		p.dream(dctx, rc, scope)
 	}
 }
 

@@ -13,13 +13,23 @@ import (
 // ErrNotFound is a memory that does not exist.
 var ErrNotFound = errors.New("memory: not found")
 
+// ErrExists is a Create of a record that exists.
+var ErrExists = errors.New("memory: exists")
+
 // Kind says what a record is.
 type Kind string
 
 // Record kinds.
 const (
-	KindNote    Kind = "note"
+	// KindNote is a note the model keeps (remember); the newest are the
+	// hot notes of the system prompt.
+	KindNote Kind = "note"
+	// KindArchive is a completed run's last input and output.
 	KindArchive Kind = "archive"
+	// KindRetired is a note a dream replaced, kept for recall.
+	KindRetired Kind = "retired"
+	// KindDream records one dream (its id is its epoch) and its outcome.
+	KindDream Kind = "dream"
 )
 
 // Record is one memory.
@@ -38,6 +48,9 @@ type Record struct {
 // concurrent use; Put replaces a record with the same kind and id.
 type Store interface {
 	Put(ctx context.Context, scope string, r Record) error
+	// Create writes a record that does not exist yet; one that exists is
+	// ErrExists. Of concurrent Creates of one record, exactly one wins.
+	Create(ctx context.Context, scope string, r Record) error
 	// Delete removes a record; a missing one is ErrNotFound.
 	Delete(ctx context.Context, scope string, kind Kind, id string) error
 	// List returns a scope's records of kind (every kind when ""),
@@ -62,6 +75,21 @@ func (s *MemoryStore) Put(_ context.Context, scope string, r Record) error {
 		s.m[scope] = map[string]Record{}
 	}
 	s.m[scope][string(r.Kind)+"/"+r.ID] = r
+	return nil
+}
+
+// Create implements Store.
+func (s *MemoryStore) Create(_ context.Context, scope string, r Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m[scope] == nil {
+		s.m[scope] = map[string]Record{}
+	}
+	k := string(r.Kind) + "/" + r.ID
+	if _, ok := s.m[scope][k]; ok {
+		return fmt.Errorf("%w: %s %s", ErrExists, r.Kind, r.ID)
+	}
+	s.m[scope][k] = r
 	return nil
 }
 
