@@ -239,3 +239,51 @@ func TestOnlyOwnChildrenAndAllowedAgents(t *testing.T) {
 	_, err = subagents.New(subagents.Config{Fleet: f.Client})
 	require.ErrorContains(t, err, "Config.Agents must name the agents")
 }
+
+// A spawn_subagent call that runs again — its parent resumed from a
+// checkpoint that holds the call but not its result, as after a crash —
+// submits the same child run, which the fleet deduplicates: the parent
+// gets the same child, and the child ran once.
+func TestSpawnRunAgainStartsNoSecondChild(t *testing.T) {
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: "agents:" + helperAgent})
+	p, err := subagents.New(subagents.Config{Fleet: f.Client, Agents: []string{"helper"}})
+	require.NoError(t, err)
+	t.Cleanup(p.Stop)
+	ctx := context.Background()
+	runner := loop.NewRunner(loop.RunnerConfig{})
+	spawn := `{"agent":"helper","task":"Count the files."}`
+	spawned := func(res *loop.RunResult) string {
+		for _, e := range res.Entries {
+			if e.Kind == loop.KindToolResult && e.Name == subagents.SpawnTool {
+				require.False(t, e.IsError, e.Output)
+				return strings.Fields(e.Output)[1]
+			}
+		}
+		t.Fatal("no spawn_subagent result")
+		return ""
+	}
+
+	cp := loop.NewMemoryCheckpointer()
+	model := scripted.New([]scripted.Step{{Calls: []scripted.Call{{ID: "s1", Name: subagents.SpawnTool, Raw: spawn, UseRaw: true}}}, scripted.Text("started")})
+	res, err := runner.Run(ctx, &loop.Agent{Name: "lead", Provider: model, Plugins: []loop.Plugin{p}}, []loop.Entry{loop.UserText("go")}, loop.WithCheckpoint(cp, "parent-1"))
+	require.NoError(t, err)
+	first := spawned(res)
+	require.Equal(t, subagents.ChildRunID("parent-1", "s1"), first)
+	child := f.Events(first, 30*time.Second)
+	require.Equal(t, loop.EventRunCompleted, child[len(child)-1].Type)
+
+	// The same parent, resumed elsewhere with the call dangling.
+	cp2 := loop.NewMemoryCheckpointer()
+	_, err = cp2.Append(ctx, "parent-1", loop.CheckpointWrite{
+		Entries: []loop.Entry{loop.UserText("go"), loop.ToolCallEntry("s1", subagents.SpawnTool, spawn)},
+		Head:    loop.RunHead{Agent: "lead", Turns: 1, Status: loop.StatusRunning},
+	})
+	require.NoError(t, err)
+	model2 := scripted.New([]scripted.Step{{Text: "unused"}, scripted.Text("started")})
+	res, err = runner.Run(ctx, &loop.Agent{Name: "lead", Provider: model2, Plugins: []loop.Plugin{p}}, nil, loop.WithCheckpoint(cp2, "parent-1"))
+	require.NoError(t, err)
+	require.Equal(t, first, spawned(res), "the call run again names the same child")
+	child = f.Events(first, 30*time.Second)
+	require.Len(t, fleettest.OfType(child, loop.EventRunStarted), 1, "the child ran once: %v", fleettest.Types(child))
+	require.Len(t, fleettest.OfType(child, loop.EventRunCompleted), 1)
+}
