@@ -73,7 +73,7 @@ func (g *Gateway) routes() http.Handler {
 		mux.HandleFunc(pattern, h)
 	}
 	g.mux = mux
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.serve(mux, w, r) })
+	return withConsole(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.serve(mux, w, r) })) // console.go
 }
 
 // serve is the outer handler: it labels the request with its route,
