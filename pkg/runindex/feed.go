@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/lovia-fleet/lovia/pkg/store"
 )
 
@@ -15,6 +17,12 @@ import (
 type FeedConfig struct {
 	// Runs is the run index bucket to watch. Required.
 	Runs *store.Runs
+	// Conn, when set, is the connection the bucket is read on: the feed
+	// loads the index again after it reconnects (a watch's consumer may
+	// not survive a server restart, and the client library takes tens of
+	// seconds to notice). It is polled, not hooked: the connection's
+	// handlers stay the application's.
+	Conn *nats.Conn
 	// Retry is how long the feed waits before watching again after the
 	// watch failed or ended. Default 1s.
 	Retry time.Duration
@@ -32,6 +40,7 @@ type Feed struct {
 	cur   atomic.Pointer[Index]
 	ready chan struct{}
 	built atomic.Int64 // nanoseconds the first replay took
+	loads atomic.Int64
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -89,6 +98,11 @@ func (f *Feed) Ready() <-chan struct{} { return f.ready }
 // BuildTime is how long the first replay took (0 until Ready).
 func (f *Feed) BuildTime() time.Duration { return time.Duration(f.built.Load()) }
 
+// Loads counts the replays that have caught up: 1 after the first, one
+// more each time the feed loaded the index again (a watch that ended, a
+// reconnect).
+func (f *Feed) Loads() int { return int(f.loads.Load()) }
+
 // Index returns the live index, waiting for the first replay until ctx
 // ends (ErrNotReady).
 func (f *Feed) Index(ctx context.Context) (*Index, error) {
@@ -110,6 +124,7 @@ func (f *Feed) run(ctx context.Context) {
 		start := time.Now()
 		err := f.follow(ctx, func(x *Index) {
 			f.cur.Store(x)
+			f.loads.Add(1)
 			took := time.Since(start)
 			if first {
 				first = false
@@ -141,15 +156,34 @@ func (f *Feed) follow(ctx context.Context, caughtUp func(*Index)) error {
 	}
 	x := New()
 	served := false
-	for c := range ch {
-		if c.Kind == store.ChangeCaughtUp {
-			if !served {
-				served = true
-				caughtUp(x)
+	reconnects := f.reconnects()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case c, ok := <-ch:
+			if !ok {
+				return errors.New("watch closed")
 			}
-			continue
+			if c.Kind == store.ChangeCaughtUp {
+				if !served {
+					served = true
+					caughtUp(x)
+				}
+				continue
+			}
+			x.Apply(c)
+		case <-tick.C:
+			if f.reconnects() != reconnects {
+				return errors.New("the connection reconnected")
+			}
 		}
-		x.Apply(c)
 	}
-	return errors.New("watch closed")
+}
+
+func (f *Feed) reconnects() uint64 {
+	if f.cfg.Conn == nil {
+		return 0
+	}
+	return f.cfg.Conn.Stats().Reconnects
 }

@@ -39,9 +39,13 @@ func openStore(t testing.TB) *store.Store {
 	return st
 }
 
-func startFeed(t testing.TB, st *store.Store) *runindex.Feed {
+func startFeed(t testing.TB, st *store.Store, nc ...*nats.Conn) *runindex.Feed {
 	t.Helper()
-	f, err := runindex.NewFeed(runindex.FeedConfig{Runs: st.Runs()})
+	cfg := runindex.FeedConfig{Runs: st.Runs()}
+	if len(nc) > 0 {
+		cfg.Conn = nc[0]
+	}
+	f, err := runindex.NewFeed(cfg)
 	require.NoError(t, err)
 	require.NoError(t, f.Start(context.Background()))
 	t.Cleanup(func() { require.NoError(t, f.Stop(context.Background())) })

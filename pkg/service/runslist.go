@@ -42,7 +42,7 @@ func (a *API) runIndex(ctx context.Context) (*runindex.Index, error) {
 	}
 	s.used = time.Now()
 	if s.feed == nil {
-		f, err := runindex.NewFeed(runindex.FeedConfig{Runs: a.cfg.Store.Runs(), Logger: a.log})
+		f, err := runindex.NewFeed(runindex.FeedConfig{Runs: a.cfg.Store.Runs(), Conn: a.cfg.Conn, Logger: a.log})
 		if err == nil {
 			err = f.Start(ctx)
 		}
