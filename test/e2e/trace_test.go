@@ -36,16 +36,16 @@ const tracedAgents = `agents:
 `
 
 // startTraced starts `lovia ARGS` with the OTEL_* environment pointing at
-// rec (spans sent every 100 ms), as instance id.
-func startTraced(t *testing.T, rec *otlptest.Receiver, id string, args ...string) *proc {
+// rec (spans sent every 100 ms unless env says otherwise), as instance id.
+func startTraced(t *testing.T, rec *otlptest.Receiver, id string, env []string, args ...string) *proc {
 	t.Helper()
 	p := &proc{}
 	p.cmd = exec.Command(loviaBin, args...)
-	p.cmd.Env = append(os.Environ(),
+	p.cmd.Env = append(append(os.Environ(),
 		"OTEL_EXPORTER_OTLP_ENDPOINT="+rec.URL,
 		"OTEL_BSP_SCHEDULE_DELAY=100",
 		"OTEL_RESOURCE_ATTRIBUTES=service.instance.id="+id,
-	)
+	), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p, p
 	require.NoError(t, p.cmd.Start())
 	t.Cleanup(func() {
@@ -90,7 +90,7 @@ func TestTraceAcrossKill(t *testing.T) {
 		return []string{"worker", "--nats", srv.ClientURL(), "--agents", agents, "--workspace", workspace, "--id", id, "--ack-wait", "30s", "--log-level", "debug"}
 	}
 
-	gw := startTraced(t, rec, "gateway", "gateway", "--nats", srv.ClientURL(), "--http", "127.0.0.1:0")
+	gw := startTraced(t, rec, "gateway", nil, "gateway", "--nats", srv.ClientURL(), "--http", "127.0.0.1:0")
 	var base string
 	require.Eventually(t, func() bool {
 		m := gatewayURL.FindStringSubmatch(gw.output())
@@ -99,7 +99,7 @@ func TestTraceAcrossKill(t *testing.T) {
 		}
 		return m != nil
 	}, 30*time.Second, 20*time.Millisecond, "waiting for the gateway to listen")
-	victim := startTraced(t, rec, "victim", workerArgs("victim")...)
+	victim := startTraced(t, rec, "victim", nil, workerArgs("victim")...)
 	require.Eventually(t, func() bool { return strings.Contains(victim.output(), "serving agents") },
 		30*time.Second, 20*time.Millisecond, "waiting for the victim to serve")
 
@@ -125,7 +125,7 @@ func TestTraceAcrossKill(t *testing.T) {
 	rec.WaitFor(t, "the victim's tool_call a", 30*time.Second, func(s otlptest.Span) bool {
 		return inTrace("tool_call", "victim")(s) && s.Attrs["lovia.call_id"] == "a"
 	})
-	survivor := startTraced(t, rec, "survivor", workerArgs("survivor")...)
+	survivor := startTraced(t, rec, "survivor", nil, workerArgs("survivor")...)
 	require.Eventually(t, func() bool { return strings.Contains(survivor.output(), "serving agents") },
 		30*time.Second, 20*time.Millisecond, "waiting for the survivor to serve")
 	require.Less(t, fileLines(filepath.Join(workspace, "log.txt")), 2, "the victim went past its sleep before the kill; lengthen it")
@@ -216,4 +216,35 @@ func TestTraceAcrossKill(t *testing.T) {
 	require.Equal(t, len(envs), n)
 	require.True(t, claims[vClaim.SpanID] && claims[sClaim.SpanID], "events of both claims: %v", claims)
 	require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type)
+}
+
+// TestTracesFlushedAtStop: spans still buffered when a worker process is
+// stopped (SIGTERM) are exported by its shutdown, not lost: the batch
+// processor here would wait ten minutes to send them.
+func TestTracesFlushedAtStop(t *testing.T) {
+	srv, nc, _ := startNATS(t)
+	rec := otlptest.Start(t)
+	dir := t.TempDir()
+	agents := filepath.Join(dir, "agents.yaml")
+	require.NoError(t, os.WriteFile(agents, []byte(`agents:
+  - name: quick
+    model: scripted
+    tools: [append_file]
+    script:
+      - call: {name: append_file, args: {path: log.txt, line: "x"}, id: x}
+      - text: done
+`), 0o644))
+	w := startTraced(t, rec, "w", []string{"OTEL_BSP_SCHEDULE_DELAY=600000"}, // ten minutes
+		"worker", "--nats", srv.ClientURL(), "--agents", agents, "--workspace", t.TempDir(), "--id", "w")
+	require.Eventually(t, func() bool { return strings.Contains(w.output(), "serving agents") },
+		30*time.Second, 20*time.Millisecond, "waiting for the worker to serve")
+	c, err := client.New(nc, client.Options{})
+	require.NoError(t, err)
+	rep, err := c.Submit(context.Background(), &bus.RunRequest{Agent: "quick", Input: bus.TextInput("go")})
+	require.NoError(t, err)
+	completedRun(t, c, rep.RunID, "quick run")
+	require.NoError(t, w.cmd.Process.Signal(syscall.SIGTERM))
+	_, _ = w.cmd.Process.Wait()
+	runs := rec.Find(func(s otlptest.Span) bool { return s.Name == "run" && s.Attrs["lovia.run_id"] == rep.RunID })
+	require.Len(t, runs, 1, "the run's span was exported by the time the worker exited:\n%s", otlptest.Dump(rec.Spans()))
 }
