@@ -193,7 +193,9 @@ func TestTraceAcrossKill(t *testing.T) {
 	require.Positive(t, models)
 	// The victim's first call: its turn and run never ended (the kill), so
 	// only the call itself was exported, in the same trace.
-	vCall := rec.Find(func(s otlptest.Span) bool { return inTrace("tool_call", "victim")(s) && s.Attrs["lovia.call_id"] == "a" })
+	vCall := rec.Find(func(s otlptest.Span) bool {
+		return inTrace("tool_call", "victim")(s) && s.Attrs["lovia.call_id"] == "a"
+	})
 	require.Len(t, vCall, 1)
 
 	// Every event carries the trace of the claim that published it.
