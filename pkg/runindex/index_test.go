@@ -185,3 +185,29 @@ func TestIndex(t *testing.T) {
 		require.Equal(t, map[store.RunStatus]int{"queued": 0, "running": 0, "parked": 1, "completed": 0, "failed": 0}, p.Counts)
 	})
 }
+
+// FuzzQueryCursor: whatever a client sends as a cursor, a query answers a
+// page or ErrBadCursor, never a panic.
+func FuzzQueryCursor(f *testing.F) {
+	x := runindex.New()
+	for i := range 20 {
+		x.Apply(rec(fmt.Sprintf("r%02d", i), t0.Add(time.Duration(i%7)*time.Second), store.RunCompleted))
+	}
+	p, _ := x.Query(runindex.Query{Limit: 3}, t0)
+	f.Add(p.Next)
+	f.Add("")
+	f.Add("djEuMC4")
+	f.Add("djEuLTEuYQ") // v1.-1.a
+	f.Add("%%%")
+	f.Fuzz(func(t *testing.T, cursor string) {
+		for _, q := range []runindex.Query{{Cursor: cursor, Limit: 5}, {Cursor: cursor, Limit: 5, Agent: "a"}, {Cursor: cursor, Limit: 5, Statuses: []store.RunStatus{store.RunCompleted}}} {
+			p, err := x.Query(q, t0)
+			if err != nil && !errors.Is(err, runindex.ErrBadCursor) {
+				t.Fatalf("cursor %q: %v", cursor, err)
+			}
+			if len(p.Runs) > 5 {
+				t.Fatalf("cursor %q: a page of %d", cursor, len(p.Runs))
+			}
+		}
+	})
+}

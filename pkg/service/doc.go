@@ -1,6 +1,8 @@
 // Package service is the `lovia` NATS micro service (`<prefix>.api.*` of
 // docs/protocol.md#subjects): submit, status, approve, cancel, inject, uninject, session
-// get and rewind, and agents. Every worker and gateway serves it in one
+// get and rewind, and agents; and the run listing, runs list and describe
+// (docs/protocol.md#listing-runs), answered from an in-memory run index
+// (package runindex) the API loads on its first listing and follows live. Every worker and gateway serves it in one
 // queue group, so a request is answered while any of them is up.
 //
 // Decisions, cancels and steering messages are persisted in the stores
