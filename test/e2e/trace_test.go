@@ -29,7 +29,7 @@ const tracedAgents = `agents:
     tools: [append_file, sleep]
     script:
       - call: {name: append_file, args: {path: log.txt, line: "a"}, id: a}
-      - call: {name: sleep, args: {ms: 6000}, id: s1}
+      - call: {name: sleep, args: {ms: 10000}, id: s1}
       - call: {name: append_file, args: {path: log.txt, line: "b"}, id: b}
       - call: {name: append_file, args: {path: log.txt, line: "c"}, id: c}
       - text: done
