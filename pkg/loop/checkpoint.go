@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"reflect"
+	"time"
 )
 
 // head builds the checkpoint head.
@@ -19,12 +21,26 @@ func (ru *run) head(status RunStatus) RunHead {
 	return h
 }
 
-// save appends the entries not yet stored with a running head.
+// save appends the entries not yet stored with a running head. When there
+// is none and the head is the one last written but for its time (a turn's
+// end after its tool results were saved), the checkpoint already holds
+// everything a resume needs and nothing is written.
 func (ru *run) save() error {
 	if ru.opts.checkpointer == nil {
 		return nil
 	}
-	return ru.write(ru.parent, ru.head(StatusRunning))
+	h := ru.head(StatusRunning)
+	if ru.saved != nil && len(ru.transcript()) == ru.runStart+ru.stored && sameHead(ru.saved, &h) {
+		return nil
+	}
+	return ru.write(ru.parent, h)
+}
+
+// sameHead reports whether two heads differ at most in UpdatedAt.
+func sameHead(a, b *RunHead) bool {
+	x, y := *a, *b
+	x.UpdatedAt, y.UpdatedAt = time.Time{}, time.Time{}
+	return reflect.DeepEqual(x, y)
 }
 
 func (ru *run) write(ctx context.Context, h RunHead) error {
@@ -38,6 +54,7 @@ func (ru *run) write(ctx context.Context, h RunHead) error {
 	}
 	ru.rev = rev
 	ru.stored += len(fresh)
+	ru.saved = &h
 	return nil
 }
 

@@ -38,7 +38,10 @@ type run struct {
 	headLen  int // length of the runner-rendered system head
 	stored   int // run entries already checkpointed
 	rev      uint64
-	resumed  bool
+	// saved is the head of the last checkpoint write (nil before one):
+	// a save that would store no entry and the same head writes nothing.
+	saved   *RunHead
+	resumed bool
 
 	retry  *RetryPolicy
 	policy ContextPolicy

@@ -12,50 +12,51 @@ import (
 	"github.com/lovia-fleet/lovia/pkg/loop"
 )
 
-// Checkpointer is a [loop.Checkpointer] on a KV bucket. A run is a small head
-// key and one batch key per non-empty append:
+// Checkpointer is a [loop.Checkpointer] on a KV bucket. A run is one key per
+// append, each a single message:
 //
-//	<run>.head              headRecord (msgpack): the RunHead, the entry and batch counts, the last batch's key
-//	<run>.b.<seq>.<nonce>   batchRecord: the entries of one append and the key of the batch before it
+//	<run>.c.<n>   segRecord (msgpack): the head after append n (0 first), the entries it appended and their base, the write's nonce
 //
-// An append writes the new batch, then the head with a compare-and-set on
-// the head revision the writer last saw (kv.Create when it saw none), so its
-// cost does not grow with the transcript: two messages, or one for an empty
-// append. The revision the loop sees is the head's KV revision.
+// An append writes its segment on condition that the last segment stored
+// for the run is still the one the writer last saw (JetStream's expected
+// last sequence for the subject filter <run>.c.*; none for a writer that
+// saw nothing), so its cost is one message whatever the transcript's
+// length, an empty append included. The revision the loop sees is the
+// stream sequence of the run's last segment.
+//
+// Runs stored by earlier releases (a head key <run>.head and batch keys
+// <run>.b.<seq>.<nonce>, two messages an append) are read and continued in
+// that layout (loadLegacy, appendLegacy).
 //
 // # Fencing
 //
-// A writer whose head revision is stale loses the compare-and-set and gets an
-// error matching [loop.ErrFenced]. The batch it wrote first is under a key
-// with a nonce that no head references (batches chain backwards from the
-// head), so Load never sees it. The store purges such an orphan right away
-// when the refusal is definite; if that fails, or the writer crashed between
-// the two writes, the orphan stays until [Checkpointer.Delete] purges every
-// key of the run. A write whose outcome is unknown (a timeout, a cancelled
-// context, a connection lost before the reply) leaves its batch alone,
-// since the head may reference it.
+// A writer whose revision is stale loses the compare-and-set and gets an
+// error matching [loop.ErrFenced]; it wrote nothing (a value too large for
+// one message wrote chunks first, which are purged). A write whose outcome
+// is unknown (a timeout, a cancelled context, a connection lost before the
+// reply) is remembered, see below.
 //
 // # Unknown outcomes
 //
-// Every head carries the nonce of the append that wrote it. When a head
-// write's outcome is unknown, the checkpointer remembers the attempt. If
-// the writer's next append on the same revision (the loop retries with what
-// it last knew) loses the compare-and-set, the checkpointer reads the head:
-// when it is the lost write's, the append continues from it, storing only
-// the entries the lost write did not already store, instead of being fenced
-// by its own write.
+// Every segment (and legacy head) carries the nonce of the append that
+// wrote it. When a write's outcome is unknown, the checkpointer remembers
+// the attempt. If the writer's next append on the same revision (the loop
+// retries with what it last knew) loses the compare-and-set, the
+// checkpointer reads the last segment: when it is the lost write's, the
+// append continues from it, storing only the entries the lost write did
+// not already store, instead of being fenced by its own write.
 //
 // # Cache
 //
-// To append without reading the head first, the checkpointer remembers, per
-// run, the last head it wrote or loaded (revision, counts, last batch). The
-// cache only saves a read: a write still goes through the compare-and-set,
-// and a writer presenting a revision the cache does not hold makes the store
-// read the head.
+// To append without reading first, the checkpointer remembers, per run,
+// the last state it wrote or loaded (revision, counts). The cache only
+// saves a read: a write still goes through the compare-and-set, and a
+// writer presenting a revision the cache does not hold makes the store
+// read the run's last segment.
 //
-// Load reads the head, then every batch key of the run through one
-// short-lived ordered consumer, and follows the chain. It is safe for
-// concurrent use.
+// Load reads every segment of the run through one short-lived ordered
+// consumer (after asking the stream leader whether there is any). It is
+// safe for concurrent use.
 type Checkpointer struct {
 	b     *bucket
 	cache headCache
@@ -84,7 +85,8 @@ type headState struct {
 	entries int
 	batches int
 	last    string
-	chunks  string // filter of the head value's chunks, if chunked
+	chunks  string // filter of the head value's chunks, if chunked (legacy)
+	legacy  bool   // the run is in the head-and-batches layout
 }
 
 func headKey(run string) string { return run + ".head" }
@@ -112,6 +114,14 @@ func (c *Checkpointer) Load(ctx context.Context, runID string) (*loop.Snapshot, 
 }
 
 func (c *Checkpointer) load(ctx context.Context, runID string) (*loop.Snapshot, error) {
+	if snap, ok, err := c.loadSegments(ctx, runID); ok || err != nil {
+		return snap, err
+	}
+	return c.loadLegacy(ctx, runID)
+}
+
+// loadLegacy reads a run in the head-and-batches layout.
+func (c *Checkpointer) loadLegacy(ctx context.Context, runID string) (*loop.Snapshot, error) {
 	const op = "checkpoint load"
 	e, err := c.b.get(ctx, headKey(runID))
 	if isNotFound(err) {
@@ -138,7 +148,7 @@ func (c *Checkpointer) load(ctx context.Context, runID string) (*loop.Snapshot, 
 			entries = append(entries, batches[i].Entries...)
 		}
 	}
-	c.cache.put(runID, headState{rev: e.Revision(), entries: h.Entries, batches: h.Batches, last: h.Last, chunks: chunks})
+	c.cache.put(runID, headState{rev: e.Revision(), entries: h.Entries, batches: h.Batches, last: h.Last, chunks: chunks, legacy: true})
 	h.Head.UpdatedAt = utc(h.Head.UpdatedAt)
 	return &loop.Snapshot{RunID: runID, Entries: entries, RunHead: h.Head, Revision: e.Revision()}, nil
 }
@@ -235,7 +245,16 @@ func (c *Checkpointer) appendOnce(ctx context.Context, runID string, w loop.Chec
 	if w.Base != cur.entries {
 		return 0, fmt.Errorf("store: %s %s: %w: %w: %d entries are stored, the writer's base is %d", op, runID, loop.ErrFenced, ErrBaseMismatch, cur.entries, w.Base)
 	}
+	if !cur.legacy {
+		return c.appendSegment(ctx, runID, w, cur)
+	}
+	return c.appendLegacy(ctx, runID, w, cur)
+}
 
+// appendLegacy appends to a run in the head-and-batches layout: the batch,
+// then the head.
+func (c *Checkpointer) appendLegacy(ctx context.Context, runID string, w loop.CheckpointWrite, cur headState) (uint64, error) {
+	const op = "checkpoint append"
 	next := headRecord{Head: w.Head, Entries: cur.entries, Batches: cur.batches, Last: cur.last, Write: nuid.Next()}
 	var orphans []string
 	if len(w.Entries) > 0 {
@@ -276,10 +295,10 @@ func (c *Checkpointer) appendOnce(ctx context.Context, runID string, w loop.Chec
 			}
 			return 0, fmt.Errorf("store: %s %s: %w: %w", op, runID, loop.ErrFenced, err)
 		}
-		c.cache.putLost(runID, lostWrite{revision: w.Revision, base: w.Base, entries: len(w.Entries), nonce: next.Write})
+		c.cache.putLost(runID, lostWrite{revision: w.Revision, base: w.Base, entries: len(w.Entries), nonce: next.Write, legacy: true})
 		return 0, wrapErr(op, runID, err)
 	}
-	c.cache.put(runID, headState{rev: rev, entries: next.Entries, batches: next.Batches, last: next.Last, chunks: chunks})
+	c.cache.put(runID, headState{rev: rev, entries: next.Entries, batches: next.Batches, last: next.Last, chunks: chunks, legacy: true})
 	c.cache.dropLost(runID)
 	// The previous head's chunks (rare: heads are small) are unreferenced now.
 	c.b.purgeQuietly(ctx, cur.chunks)
@@ -308,6 +327,9 @@ func (c *Checkpointer) landed(ctx context.Context, runID string, p lostWrite, w 
 	if w.Base != p.base || len(w.Entries) < p.entries {
 		return w, false // another write than the lost one
 	}
+	if !p.legacy {
+		return c.landedSegment(ctx, runID, p, w)
+	}
 	for try := 0; try < 5; try++ {
 		e, err := c.b.get(ctx, headKey(runID))
 		if err != nil {
@@ -326,7 +348,7 @@ func (c *Checkpointer) landed(ctx context.Context, runID string, p lostWrite, w 
 		if err != nil || h.Write != p.nonce {
 			return w, false // another writer's head
 		}
-		c.cache.put(runID, headState{rev: e.Revision(), entries: h.Entries, batches: h.Batches, last: h.Last, chunks: chunks})
+		c.cache.put(runID, headState{rev: e.Revision(), entries: h.Entries, batches: h.Batches, last: h.Last, chunks: chunks, legacy: true})
 		w.Revision = e.Revision()
 		w.Base += p.entries
 		w.Entries = w.Entries[p.entries:]
@@ -338,6 +360,16 @@ func (c *Checkpointer) landed(ctx context.Context, runID string, p lostWrite, w 
 // readHead reads the stored head for a writer that presents revision want.
 func (c *Checkpointer) readHead(ctx context.Context, runID string, want uint64) (headState, error) {
 	const op = "checkpoint append"
+	st, _, ok, err := c.lastSegment(ctx, runID)
+	if err != nil {
+		return headState{}, wrapLoad(runID, err)
+	}
+	if ok {
+		if st.rev != want {
+			return headState{}, fmt.Errorf("store: %s %s: %w: stored revision %d, the writer expected %d", op, runID, loop.ErrFenced, st.rev, want)
+		}
+		return st, nil
+	}
 	for range 3 {
 		e, err := c.b.get(ctx, headKey(runID))
 		if isNotFound(err) {
@@ -357,7 +389,7 @@ func (c *Checkpointer) readHead(ctx context.Context, runID string, want uint64) 
 		if err != nil {
 			return headState{}, wrapLoad(runID, err)
 		}
-		return headState{rev: e.Revision(), entries: h.Entries, batches: h.Batches, last: h.Last, chunks: chunks}, nil
+		return headState{rev: e.Revision(), entries: h.Entries, batches: h.Batches, last: h.Last, chunks: chunks, legacy: true}, nil
 	}
 	return headState{}, fmt.Errorf("store: %s %s: %w: the head keeps changing", op, runID, loop.ErrFenced)
 }
@@ -399,7 +431,8 @@ type lostWrite struct {
 	revision uint64 // the revision it was conditional on
 	base     int    // its CheckpointWrite.Base
 	entries  int    // how many entries it appended
-	nonce    string // headRecord.Write of the head it wrote
+	nonce    string // segRecord.Write (headRecord.Write) of what it wrote
+	legacy   bool   // written in the head-and-batches layout
 }
 
 const headCacheSize = 4096

@@ -58,20 +58,9 @@ func TestCheckpointFencingTwoWorkers(t *testing.T) {
 	require.Equal(t, append(turnEntries(1), turnEntries(2)...), got.Entries)
 	require.Equal(t, 2, got.Turns)
 	require.Equal(t, revB, got.Revision)
-	require.Len(t, keys(t, a, a.checkpoints.b, run+".b.>"), 2, "the zombie's batch was purged")
+	require.Len(t, keys(t, a, a.checkpoints.b, run+".>"), 2, "the zombie wrote nothing: two segments, the owners'")
 
-	// A zombie that crashed between its batch and its head leaves an
-	// orphan: invisible to Load, removed by Delete.
-	orphan := batchKey(run, 2)
-	frame, _, err := a.checkpoints.b.encode(ctx, run, &batchRecord{Prev: "x", Base: 6, Entries: []loop.Entry{loop.AssistantText("orphan")}})
-	require.NoError(t, err)
-	_, err = a.checkpoints.b.put(ctx, orphan, frame)
-	require.NoError(t, err)
-	got, err = reader.Checkpointer().Load(ctx, run)
-	require.NoError(t, err)
-	require.Len(t, got.Entries, 6)
-
-	// The owner carries on past the orphan's sequence number.
+	// The owner carries on.
 	_, err = b.Checkpointer().Append(ctx, run, loop.CheckpointWrite{Base: 6, Entries: turnEntries(3), Head: runHead(3), Revision: revB})
 	require.NoError(t, err)
 	got, err = reader.Checkpointer().Load(ctx, run)
@@ -105,7 +94,7 @@ func TestCheckpointAppendCostIsConstant(t *testing.T) {
 		rev, err = cp.Append(ctx, run, loop.CheckpointWrite{Base: 3 * turn, Entries: turnEntries(turn), Head: runHead(turn), Revision: rev})
 		require.NoError(t, err)
 		after := state()
-		return cost{after.Msgs - before.Msgs + 1, after.Bytes - before.Bytes} // +1: the head replaced its previous revision
+		return cost{after.Msgs - before.Msgs, after.Bytes - before.Bytes}
 	}
 	var early, late cost
 	for turn := range 201 {
@@ -117,14 +106,14 @@ func TestCheckpointAppendCostIsConstant(t *testing.T) {
 			late = c
 		}
 	}
-	require.Equal(t, uint64(2), early.msgs, "a batch and a head")
+	require.Equal(t, uint64(1), early.msgs, "one segment")
 	require.Equal(t, early.msgs, late.msgs)
 	require.InDelta(t, float64(early.bytes), float64(late.bytes), 64, "bytes written at turn 2 (%d) and 200 (%d)", early.bytes, late.bytes)
 
 	empty := state()
 	rev, err := cp.Append(ctx, run, loop.CheckpointWrite{Base: 3 * 201, Head: runHead(201), Revision: rev})
 	require.NoError(t, err)
-	require.Equal(t, empty.Msgs, state().Msgs, "an empty append only replaces the head")
+	require.Equal(t, empty.Msgs+1, state().Msgs, "an empty append is one message too")
 	snap, err := cp.Load(ctx, run)
 	require.NoError(t, err)
 	require.Len(t, snap.Entries, 3*201)
@@ -234,4 +223,44 @@ func TestDefaultDeadline(t *testing.T) {
 
 func loopWrite() loop.CheckpointWrite {
 	return loop.CheckpointWrite{Entries: turnEntries(1), Head: runHead(1)}
+}
+
+// TestLegacyCheckpointIsContinued: a run an earlier release stored as a
+// head key and batch keys is loaded and continued in that layout by any
+// worker (a worker upgraded mid-run takes it over), and a stale writer is
+// fenced there too.
+func TestLegacyCheckpointIsContinued(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, Config{})
+	old, next, reader := srv.open(t), srv.open(t), srv.open(t)
+	ctx := t.Context()
+	const run = "run-legacy"
+
+	// The earlier release's writes: two appends, each a batch and a head.
+	ocp := old.Checkpointer()
+	rev, err := ocp.appendLegacy(ctx, run, loop.CheckpointWrite{Entries: turnEntries(1), Head: runHead(1)}, headState{legacy: true})
+	require.NoError(t, err)
+	st, ok := ocp.cache.get(run)
+	require.True(t, ok)
+	rev, err = ocp.appendLegacy(ctx, run, loop.CheckpointWrite{Base: 3, Entries: turnEntries(2), Head: runHead(2), Revision: rev}, st)
+	require.NoError(t, err)
+	require.Len(t, keys(t, old, old.checkpoints.b, run+".b.>"), 2)
+
+	snap, err := next.Checkpointer().Load(ctx, run)
+	require.NoError(t, err)
+	require.Equal(t, append(turnEntries(1), turnEntries(2)...), snap.Entries)
+	require.Equal(t, rev, snap.Revision)
+	rev3, err := next.Checkpointer().Append(ctx, run, loop.CheckpointWrite{Base: 6, Entries: turnEntries(3), Head: runHead(3), Revision: snap.Revision})
+	require.NoError(t, err)
+	require.Len(t, keys(t, old, old.checkpoints.b, run+".b.>"), 3, "continued in its own layout")
+	require.Empty(t, keys(t, old, old.checkpoints.b, segFilter(run)), "no segment mixed in")
+
+	_, err = old.Checkpointer().Append(ctx, run, loop.CheckpointWrite{Base: 6, Entries: turnEntries(9), Head: runHead(9), Revision: rev})
+	require.ErrorIs(t, err, loop.ErrFenced, "the stale writer of a legacy run")
+
+	got, err := reader.Checkpointer().Load(ctx, run)
+	require.NoError(t, err)
+	require.Equal(t, append(append(turnEntries(1), turnEntries(2)...), turnEntries(3)...), got.Entries)
+	require.Equal(t, rev3, got.Revision)
+	require.Equal(t, 3, got.Turns)
 }

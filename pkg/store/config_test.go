@@ -52,7 +52,7 @@ func TestEnsureBucketsAndOpen(t *testing.T) {
 	require.NoError(t, err)
 	kv, err := js.KeyValue(ctx, "c2")
 	require.NoError(t, err)
-	_, err = kv.Get(ctx, "r1.head")
+	_, err = kv.Get(ctx, segKey("r1", 0))
 	require.NoError(t, err, "the store writes to the configured bucket")
 
 	_, err = Open(ctx, js, Config{ChunkSize: 2 << 20})

@@ -11,8 +11,8 @@ import (
 // subject purge ($KV.<bucket>.<id>.>) removes all of it, chunks and
 // orphans included.
 //
-//	checkpoints  <run>.head                  head: RunHead, entry and batch counts, last batch key (CAS)
-//	             <run>.b.<seq>.<nonce>       one append's entries and the key of the batch before it
+//	checkpoints  <run>.c.<n>                 append n: the head after it, its entries and their base (CAS on <run>.c.*)
+//	             <run>.head, <run>.b.<seq>.<nonce>  earlier releases' layout: head (CAS) and one batch per append; read and continued
 //	sessions     <session>.s.<run>           one segment (Create: first write wins)
 //	mailbox      <run>.m.<token>             one queued message (Create; Delete by revision)
 //	runs         <run>.rec                   the run's index record (CAS)

@@ -203,7 +203,7 @@ func TestCheckpointAppendAfterLostReply(t *testing.T) {
 			stored = append(stored, turnEntries(i)...)
 		}
 
-		proxy.arm(run+".head", false)
+		proxy.arm(run+".c.", false)
 		lost := turnEntries(tc.first + 1)
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		_, err = cp.Append(actx, run, loop.CheckpointWrite{Base: len(stored), Entries: lost, Head: runHead(tc.first + 1), Revision: rev})
@@ -252,7 +252,7 @@ func TestLostWriteOverwrittenByAnotherWriterStillFences(t *testing.T) {
 
 	rev, err := st.Checkpointer().Append(ctx, run, loop.CheckpointWrite{Entries: turnEntries(1), Head: runHead(1)})
 	require.NoError(t, err)
-	proxy.arm(run+".head", false)
+	proxy.arm(run+".c.", false)
 	actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	_, err = st.Checkpointer().Append(actx, run, loop.CheckpointWrite{Base: 3, Entries: turnEntries(2), Head: runHead(2), Revision: rev})
 	cancel()
@@ -281,7 +281,7 @@ func TestCheckpointAppendRetriesALostReply(t *testing.T) {
 
 	rev, err := st.Checkpointer().Append(ctx, run, loop.CheckpointWrite{Entries: turnEntries(1), Head: runHead(1)})
 	require.NoError(t, err)
-	proxy.arm(run+".head", false)
+	proxy.arm(run+".c.", false)
 	rev2, err := st.Checkpointer().Append(ctx, run, loop.CheckpointWrite{Base: 3, Entries: turnEntries(2), Head: runHead(2), Revision: rev})
 	require.NoError(t, err, "the append retried its lost write")
 	select {
@@ -307,9 +307,10 @@ func TestCheckpointLostWriteLandsLate(t *testing.T) {
 
 	rev, err := st.Checkpointer().Append(ctx, run, loop.CheckpointWrite{Entries: turnEntries(1), Head: runHead(1)})
 	require.NoError(t, err)
-	// Match head writes only ("HPUB $KV.<bucket>.<run>.head"), not the
-	// retry's read of the head, which must still see the old one.
-	proxy.arm("PUB $KV."+st.checkpoints.b.name+"."+run+".head ", true)
+	// Match segment writes only ("HPUB $KV.<bucket>.<run>.c.<n>"), not
+	// the retry's read of the last segment, which must still see the old
+	// one.
+	proxy.arm("PUB $KV."+st.checkpoints.b.name+"."+run+".c.", true)
 	actx, cancel := context.WithTimeout(ctx, time.Second)
 	_, err = st.Checkpointer().Append(actx, run, loop.CheckpointWrite{Base: 3, Entries: turnEntries(2), Head: runHead(2), Revision: rev})
 	cancel()

@@ -21,15 +21,18 @@ import (
 // opsPerRunBudget is the most broker operations a fresh BenchmarkFleetRuns
 // run (two model turns, one echo call, 14 events) may cost, counted as the
 // messages the server receives (see opClass). Measured before issue 16's
-// cuts: 37.6 – 38.1 per run, of which a few claims in 40 lost their
-// compare-and-set to the API's request-seq write and took the whole path.
-// After (a never-claimed run's loop loads no checkpoint, its outcome is a
-// compare-and-set on the record its claim wrote, a lost claim CAS reads
-// the record again instead of taking the whole path): 35.6 – 35.7. The
-// budget leaves about 1.3 for timing (long-poll fetches, retries under
-// load). Lower it as operations are cut; never raise it without saying
-// why in BENCHMARKS.md.
-const opsPerRunBudget = 37
+// cuts: 37.6 – 38.1 per run (9 of them checkpoint writes: a batch and a
+// head per append, a head at each turn's end and at completion; a few
+// claims in 40 lost their compare-and-set to the API's request-seq write
+// and took the whole path). After: 30.5 – 31.3 — a never-claimed run's
+// loop loads no checkpoint, its outcome is a compare-and-set on the record
+// its claim wrote, a lost claim CAS reads the record again instead of
+// taking the whole path, an append is one message, and a turn's end that
+// changes nothing writes nothing (4 checkpoint writes). The budget leaves
+// about 1 for timing (long-poll fetches, CAS retries under load). Lower it
+// as operations are cut; never raise it without saying why in
+// BENCHMARKS.md.
+const opsPerRunBudget = 32
 
 // opCounter counts, by class, the messages a server receives, through a
 // subscriber on every subject ('>' and the JetStream API's '$JS.API.>').
@@ -197,6 +200,10 @@ func TestOpsPerFreshRun(t *testing.T) {
 		"fresh runs read their checkpoint head; per class:\n%s", strings.Join(lines, "\n"))
 	require.Less(t, float64(by["read lovia_runs rec"])/runs, 1.5,
 		"fresh runs read their run record more than once; per class:\n%s", strings.Join(lines, "\n"))
+	// One checkpoint message per model turn, per tool result and at
+	// completion: 4 (before: 9, as batch keys and heads).
+	require.Equal(t, 4*runs, by["write lovia_checkpoints c"], "checkpoint segment writes; per class:\n%s", strings.Join(lines, "\n"))
+	require.Zero(t, by["write lovia_checkpoints head"]+by["write lovia_checkpoints b"], "fresh runs wrote the earlier layout's keys")
 	require.LessOrEqual(t, perRun, float64(opsPerRunBudget),
 		"a fresh run costs more broker operations than the budget; per class:\n%s", strings.Join(lines, "\n"))
 }
