@@ -10,8 +10,10 @@
 //
 // # Tools, notes and archives
 //
-// remember(text) stores a note, forget(id) deletes one, recall(query)
-// searches the scope's notes and run archives. The newest notes ("hot
+// remember(text) stores a note (one that says what a note of the scope
+// already says, case and spacing aside, is not stored again), forget(id)
+// deletes one, recall(query) searches the scope's notes, retired notes
+// and run archives. The newest notes ("hot
 // notes", at most [Config.MaxNotes]) are written into the system prompt
 // at run start ([Plugin.Instructions]). When a run completes, the plugin
 // archives it (its last input and its output) for recall.

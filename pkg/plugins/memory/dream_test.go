@@ -159,3 +159,19 @@ func TestDream(t *testing.T) {
 	_, err := memory.New(memory.Config{Store: memory.NewMemoryStore(), DreamEvery: -1})
 	require.ErrorContains(t, err, "DreamEvery -1 is negative")
 }
+
+// Curation at write time: a note that says what a note of the scope
+// already says is not written twice, whichever run remembers it.
+func TestRememberTheSameTwiceKeepsOneNote(t *testing.T) {
+	t.Parallel()
+	st := memory.NewMemoryStore()
+	w := newWorker(t, st, memory.BySession)
+	_, res := w.run(t, []scripted.Step{scripted.CallTool(memory.RememberTool, map[string]string{"text": "Likes tea."}, "m1"), scripted.Text("ok")},
+		"hi", loop.WithSession(loop.NewMemorySession(), "s1"), loop.WithCheckpoint(loop.NewMemoryCheckpointer(), "r1"))
+	id := memory.NoteID("r1", "Likes tea.")
+	require.Equal(t, []string{"Remembered (id " + id + ")."}, toolOutputs(res.Entries))
+	_, res = w.run(t, []scripted.Step{scripted.CallTool(memory.RememberTool, map[string]string{"text": "likes  TEA"}, "m1"), scripted.Text("ok")},
+		"hi", loop.WithSession(loop.NewMemorySession(), "s1"), loop.WithCheckpoint(loop.NewMemoryCheckpointer(), "r2"))
+	require.Equal(t, []string{"Already remembered (id " + id + ")."}, toolOutputs(res.Entries))
+	require.Equal(t, map[string]string{id: "Likes tea."}, records(t, st, memory.KindNote))
+}

@@ -209,11 +209,29 @@ func (p *Plugin) remember(ctx context.Context, rc *loop.RunContext, in rememberA
 	if len([]rune(text)) > maxText {
 		return "", &loop.ToolError{Message: fmt.Sprintf("a note is at most %d characters (this one has %d): keep the essential fact", maxText, len([]rune(text)))}
 	}
+	// A note that says the same (case, spacing and a final period aside)
+	// is not written twice; an unreadable store only skips the check.
+	if notes, err := p.cfg.Store.List(ctx, scope, KindNote); err == nil {
+		for _, n := range notes {
+			if sameNote(n.Text, text) {
+				return fmt.Sprintf("Already remembered (id %s).", n.ID), nil
+			}
+		}
+	}
 	r := Record{ID: NoteID(rc.RunID, text), Kind: KindNote, Text: text, RunID: rc.RunID, CreatedAt: p.cfg.Now().UTC()}
 	if err := p.cfg.Store.Put(ctx, scope, r); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("Remembered (id %s).", r.ID), nil
+}
+
+// sameNote reports whether two note texts say the same: equal once
+// lower-cased, with runs of spaces collapsed and a final period dropped.
+func sameNote(a, b string) bool {
+	norm := func(s string) string {
+		return strings.TrimSuffix(strings.Join(strings.Fields(strings.ToLower(s)), " "), ".")
+	}
+	return norm(a) == norm(b)
 }
 
 func (p *Plugin) forget(ctx context.Context, rc *loop.RunContext, in forgetArgs) (string, error) {
