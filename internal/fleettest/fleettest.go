@@ -52,6 +52,8 @@ type Options struct {
 	Workers int
 	// Worker tweaks each worker's config.
 	Worker func(*worker.Config)
+	// API tweaks the API's config (the fleet's API service).
+	API func(*service.Config)
 	// Registry resolves models (default: empty; scripted agents need none).
 	Registry *loop.Registry
 }
@@ -88,7 +90,11 @@ func Start(t testing.TB, o Options) *Fleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.API, err = service.NewAPI(service.Config{Conn: f.Conn, Store: f.Store, Catalog: f.Catalog}); err != nil {
+	scfg := service.Config{Conn: f.Conn, Store: f.Store, Catalog: f.Catalog}
+	if o.API != nil {
+		o.API(&scfg)
+	}
+	if f.API, err = service.NewAPI(scfg); err != nil {
 		t.Fatal(err)
 	}
 	svc := service.New(f.API)

@@ -91,6 +91,7 @@ func (c *Client) request(ctx context.Context, subject string, body any, out bus.
 		return err
 	}
 	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{bus.HeaderContentType: []string{c.opts.Encoding.ContentType()}}}
+	bus.InjectTrace(ctx, msg.Header) // the caller's trace, if any (docs/protocol.md#trace-context)
 	for {
 		try, cancel := ctx, context.CancelFunc(func() {})
 		if dl, _ := ctx.Deadline(); retry && time.Until(dl) >= 2*minTry {
