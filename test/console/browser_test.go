@@ -56,7 +56,7 @@ func newBrowser(t *testing.T, artifacts string) *browser {
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(findChromium(t)),
 		chromedp.NoSandbox, // root in CI containers
-		chromedp.WindowSize(1280, 860),
+		chromedp.WindowSize(1280, 960),
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.UserDataDir(t.TempDir()),
 	)

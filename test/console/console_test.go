@@ -245,8 +245,15 @@ func TestConsole(t *testing.T) {
 
 	t.Run("approves a gated call with a click", func(t *testing.T) {
 		b.t = t
+		// The runs page, filtered to runs awaiting a person, is open before
+		// the run exists: the run shows up in it by itself.
+		b.open(s.gw.URL + "/#/runs?awaiting=true")
+		b.visible("the runs list awaiting a person", "#runs-list table", long)
 		id := s.submit(t, "gated")
-		b.open(s.gw.URL + "/#/runs/" + id)
+		row := `#runs-list tr[data-run-id="` + id + `"]`
+		b.visible("the gated run in the awaiting list, without a reload", row+" .badge.awaiting", long)
+		require.Contains(t, b.textOf(row+" .badge.awaiting"), "append_file")
+		b.do("opening the run from the list", long, chromedp.Click(chromedp.CSS(row+" a")))
 		approve := `.tool[data-call-id="write1"] button.approve`
 		b.visible("the approve button of the gated call", approve, long)
 		b.visible("the todo list", `#todo li[data-status="in_progress"]`, long)
@@ -317,8 +324,12 @@ func TestConsole(t *testing.T) {
 	t.Run("screenshots every page", func(t *testing.T) {
 		b.t = t
 		b.open(s.gw.URL + "/#/runs")
-		b.visible("the runs list (or the note that this gateway cannot list runs)", `#runs-list table, #runs-unlisted`, long)
+		b.visible("the runs list", `#runs-list tr[data-run-id="`+streamRun+`"]`, long)
+		waitFor[bool](b, "the completed chip to count the finished runs", long, `+document.getElementById('count-completed').textContent >= 4`)
 		b.screenshot("runs")
+		b.do("filtering by a status chip", long, chromedp.Click(chromedp.CSS(`.chip-filter[data-status="running"]`)))
+		b.visible("the empty list of running runs", `#runs-list .empty`, long)
+		require.Contains(t, b.location(), "status=running", "the filter is in the address, to share or reload")
 
 		b.open(s.gw.URL + "/#/sessions/" + streamSession)
 		b.visible("the session's segment", `.segment[data-run-id="`+streamRun+`"]`, long)

@@ -34,10 +34,9 @@ export function render(main, {id}) {
   });
 
   const refresh = async () => {
+    let st;
     try {
-      const st = await get('/v1/runs/' + enc(id), {signal: ctl.signal});
-      drawStatus(statusEl, facts, st);
-      if (st.status === 'completed' || st.status === 'failed') controls.hidden = true;
+      st = await get('/v1/runs/' + enc(id), {signal: ctl.signal});
     } catch (e) {
       if (e.name === 'AbortError') return;
       if (e.status === 404) {
@@ -46,13 +45,22 @@ export function render(main, {id}) {
         return;
       }
       clear(facts).append(errorBox(e, 'Reading the status failed'));
+      return;
     }
+    // describe (newer gateways) adds what the run awaits from the first
+    // second of the wait, the final agent, the parent and the attempts.
+    let d = null;
     try {
-      drawDetails(details, await get('/v1/runs/' + enc(id) + '/describe', {signal: ctl.signal}));
+      d = await get('/v1/runs/' + enc(id) + '/describe', {signal: ctl.signal});
+      drawDetails(details, d);
     } catch (e) {
-      if (e.name !== 'AbortError' && !missingRoute(e)) clear(details).append(errorBox(e, 'Describing the run failed'));
+      if (e.name === 'AbortError') return;
+      if (!missingRoute(e)) clear(details).append(errorBox(e, 'Describing the run failed'));
       details.hidden = details.childElementCount === 0;
     }
+    const view = d ? Object.assign({}, st, {awaiting: d.awaiting || null, final_agent: d.final_agent, parent_run_id: d.parent_run_id}) : st;
+    drawStatus(statusEl, facts, view);
+    if (st.status === 'completed' || st.status === 'failed') controls.hidden = true;
   };
 
   const stream = new RunStream(id, {
@@ -76,7 +84,7 @@ export function render(main, {id}) {
 }
 
 function drawStatus(statusEl, facts, st) {
-  const parked = st.status === 'parked' || (st.status === 'running' && st.awaiting && !st.worker);
+  const parked = st.status === 'parked' || Boolean(st.awaiting?.parked);
   clear(statusEl).append(chip(parked ? 'parked' : st.status));
   const items = [
     ['agent', st.agent], ['final agent', st.final_agent && st.final_agent !== st.agent ? st.final_agent : ''],

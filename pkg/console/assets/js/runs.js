@@ -110,7 +110,7 @@ function table() {
 }
 
 function row(r) {
-  const status = r.status;
+  const status = r.awaiting?.parked ? 'parked' : r.status;
   return h('tr', {'data-run-id': r.run_id},
     h('td', {}, h('a', {href: '#/runs/' + enc(r.run_id), class: 'mono'}, r.run_id),
       r.parent_run_id ? h('div', {class: 'muted small'}, 'child of ', h('a', {href: '#/runs/' + enc(r.parent_run_id)}, r.parent_run_id)) : null),

@@ -125,13 +125,14 @@ export class Timeline {
   call(env, c, state) {
     let t = this.calls.get(c.id);
     if (!t) {
-      const args = h('pre', {class: 'args'}, pretty(c.arguments || '{}'));
+      const argText = pretty(c.arguments || '{}');
+      const args = h('pre', {class: 'args'}, argText);
       const body = h('div', {class: 'tool-body'});
       const actions = h('div', {class: 'actions'}); // the approval's controls
       const decision = h('div', {class: 'decision-box'});
       const stateEl = h('span', {class: 'tool-state'});
       const card = this.item(env, 'tool', h('div', {class: 'tool-head'}, h('span', {class: 'tool-name'}, c.name || 'tool'),
-        h('span', {class: 'mono muted'}, c.id), stateEl), h('details', {open: (c.arguments || '').length <= 160}, h('summary', {}, 'arguments'), args), actions, decision, body);
+        h('span', {class: 'mono muted'}, c.id), stateEl), h('details', {open: argText.split('\n').length <= 6}, h('summary', {}, 'arguments'), args), actions, decision, body);
       card.dataset.callId = c.id;
       card.dataset.tool = c.name || '';
       t = {card, body, actions, decision, stateEl, name: c.name, args: c.arguments};
