@@ -168,6 +168,7 @@ func ClaimRun(r store.RunRecord, c Claim) (store.RunRecord, Claimed, error) {
 			// The wake's claim came before its waker's record update
 			// (which now fails its compare-and-set): count the wake here.
 			r.Wakes++
+			r.AddAttempt(store.StepWake, "", c.Now)
 		}
 	}
 	if c.Submission == 0 && r.Status.Ended() {
