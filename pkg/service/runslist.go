@@ -31,9 +31,33 @@ type indexState struct {
 	idle    *time.Timer
 }
 
+// WarmRunIndex starts loading the run index now, without waiting for it,
+// so that the first listing does not wait for the load (about a second
+// at 100,000 runs): a gateway serving a console calls it at start. The
+// index stops, as a lazily started one does, when idle and with the
+// service.
+func (a *API) WarmRunIndex(ctx context.Context) error {
+	_, err := a.startIndex(ctx)
+	return err
+}
+
 // runIndex returns the live run index, starting its feed on first use and
 // waiting (within ctx) for it to load.
 func (a *API) runIndex(ctx context.Context) (*runindex.Index, error) {
+	f, err := a.startIndex(ctx)
+	if err != nil {
+		return nil, err
+	}
+	x, err := f.Index(ctx)
+	if errors.Is(err, runindex.ErrNotReady) {
+		return nil, &bus.APIError{Type: bus.TypeInternal, Message: "the run index is still loading",
+			Hint: "retry in a few seconds: this API instance is reading the run index bucket for the first time"}
+	}
+	return x, err
+}
+
+// startIndex returns the run index's feed, started if it was not.
+func (a *API) startIndex(ctx context.Context) (*runindex.Feed, error) {
 	s := &a.index
 	s.mu.Lock()
 	if s.stopped {
@@ -55,12 +79,7 @@ func (a *API) runIndex(ctx context.Context) (*runindex.Index, error) {
 	}
 	f := s.feed
 	s.mu.Unlock()
-	x, err := f.Index(ctx)
-	if errors.Is(err, runindex.ErrNotReady) {
-		return nil, &bus.APIError{Type: bus.TypeInternal, Message: "the run index is still loading",
-			Hint: "retry in a few seconds: this API instance is reading the run index bucket for the first time"}
-	}
-	return x, err
+	return f, nil
 }
 
 // idleIndex stops the feed when no listing used it for runIndexIdle.
