@@ -226,9 +226,17 @@ func runPod(t *testing.T, b *build, d *appsv1.Deployment, natsURL string) *pod {
 
 	env := map[string]string{}
 	for _, e := range c.EnvFrom {
-		require.NotNil(t, e.SecretRef, "deployment %s: envFrom other than a Secret", d.Name)
-		for k, v := range b.secrets[e.SecretRef.Name].StringData {
-			env[k] = v
+		switch {
+		case e.SecretRef != nil:
+			for k, v := range b.secrets[e.SecretRef.Name].StringData {
+				env[k] = v
+			}
+		case e.ConfigMapRef != nil:
+			for k, v := range b.configMaps[e.ConfigMapRef.Name].Data {
+				env[k] = v
+			}
+		default:
+			t.Fatalf("deployment %s: envFrom other than a Secret or ConfigMap", d.Name)
 		}
 	}
 	for _, e := range c.Env {
