@@ -48,7 +48,7 @@ func runRuns(ctx context.Context, env *Env, args []string) int {
 		return usageErr(env, fs, fmt.Sprintf("unknown subcommand %q: use list or describe", pos[0]))
 	}
 	now := time.Now()
-	req := &bus.RunsListRequest{Agent: *agent, Status: status, Session: *session, Worker: *workerID, Parent: *parent,
+	req := &bus.RunsListRequest{Agent: *agent, Status: bus.StatusFilter(status), Session: *session, Worker: *workerID, Parent: *parent,
 		Awaiting: *awaiting, Limit: *limit, Cursor: *cursor}
 	if pos[0] == "list" {
 		var err error

@@ -1,12 +1,14 @@
 package bus
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/lovia-fleet/lovia/pkg/loop"
 )
@@ -32,10 +34,11 @@ const (
 type RunsListRequest struct {
 	Agent string `json:"agent,omitempty" msgpack:"agent,omitempty"`
 	// Status keeps runs in any of these statuses (ListStates); an element
-	// may itself be a comma-separated list.
-	Status  []string `json:"status,omitempty" msgpack:"status,omitempty"`
-	Session string   `json:"session,omitempty" msgpack:"session,omitempty"`
-	Worker  string   `json:"worker,omitempty" msgpack:"worker,omitempty"`
+	// may itself be a comma-separated list, and a body may give one
+	// string instead of a list.
+	Status  StatusFilter `json:"status,omitempty" msgpack:"status,omitempty"`
+	Session string       `json:"session,omitempty" msgpack:"session,omitempty"`
+	Worker  string       `json:"worker,omitempty" msgpack:"worker,omitempty"`
 	// Parent keeps the children of a run (their parent_run_id).
 	Parent string `json:"parent,omitempty" msgpack:"parent,omitempty"`
 	// Since and Until bound created_at: since ≤ created_at < until.
@@ -49,6 +52,52 @@ type RunsListRequest struct {
 	Limit int `json:"limit,omitempty" msgpack:"limit,omitempty"`
 	// Cursor is a reply's next_cursor: the page after it.
 	Cursor string `json:"cursor,omitempty" msgpack:"cursor,omitempty"`
+}
+
+// StatusFilter is a listing's status filter: a list of statuses, or one
+// string (which may be comma-separated) when decoded.
+type StatusFilter []string
+
+// UnmarshalJSON takes a list of strings or one string.
+func (f *StatusFilter) UnmarshalJSON(b []byte) error {
+	var one string
+	if json.Unmarshal(b, &one) == nil {
+		*f = StatusFilter{one}
+		return nil
+	}
+	var list []string
+	if err := json.Unmarshal(b, &list); err != nil {
+		return fmt.Errorf("status: give a list of statuses or one string: %w", err)
+	}
+	*f = list
+	return nil
+}
+
+// DecodeMsgpack takes a list of strings or one string.
+func (f *StatusFilter) DecodeMsgpack(dec *msgpack.Decoder) error {
+	v, err := dec.DecodeInterface()
+	if err != nil {
+		return err
+	}
+	switch v := v.(type) {
+	case nil:
+		*f = nil
+	case string:
+		*f = StatusFilter{v}
+	case []any:
+		out := make(StatusFilter, 0, len(v))
+		for _, e := range v {
+			s, ok := e.(string)
+			if !ok {
+				return fmt.Errorf("status: give a list of statuses or one string, not %T", e)
+			}
+			out = append(out, s)
+		}
+		*f = out
+	default:
+		return fmt.Errorf("status: give a list of statuses or one string, not %T", v)
+	}
+	return nil
 }
 
 func runsListFields() []string {
