@@ -82,7 +82,9 @@ const (
 )
 
 // RunOps lists every run operation.
-func RunOps() []RunOp { return []RunOp{OpStatus, OpApprove, OpCancel, OpInject, OpUninject, OpDescribe} }
+func RunOps() []RunOp {
+	return []RunOp{OpStatus, OpApprove, OpCancel, OpInject, OpUninject, OpDescribe}
+}
 
 // SessionOp is the last token of a session's request/reply subject
 // (<p>.api.session.<session_id>.<op>).
