@@ -158,13 +158,25 @@ func (e *Envelope) MsgID() string { return e.RunID + "." + strconv.FormatUint(e.
 
 // Headers returns the headers an event is published with: Nats-Msg-Id,
 // Lovia-Event, Lovia-Seq and Content-Type.
-func (e *Envelope) Headers() nats.Header {
-	return nats.Header{
-		HeaderMsgID:       []string{e.MsgID()},
-		HeaderEvent:       []string{string(e.Type)},
-		HeaderSeq:         []string{strconv.FormatUint(e.Seq, 10)},
-		HeaderContentType: []string{e.Encoding.ContentType()},
+func (e *Envelope) Headers() nats.Header { return e.headers(nil, "") }
+
+// headers is Headers plus HeaderRequest when request is set, with the
+// values in one allocation (vals is scratch space the caller may offer).
+func (e *Envelope) headers(vals []string, request string) nats.Header {
+	n := 4
+	if request != "" {
+		n++
 	}
+	vals = append(vals[:0], e.MsgID(), string(e.Type), strconv.FormatUint(e.Seq, 10), e.Encoding.ContentType(), request)
+	h := make(nats.Header, n+2) // room for the trace context
+	h[HeaderMsgID] = vals[0:1:1]
+	h[HeaderEvent] = vals[1:2:2]
+	h[HeaderSeq] = vals[2:3:3]
+	h[HeaderContentType] = vals[3:4:4]
+	if request != "" {
+		h[HeaderRequest] = vals[4:5:5]
+	}
+	return h
 }
 
 // DecodeEnvelope decodes an event message. The envelope must name a valid

@@ -105,6 +105,9 @@ type Publisher struct {
 	js    jetstream.JetStream
 	cfg   PublisherConfig
 	names Names
+	// asyncOpts are the options of every async publish: no library
+	// retries (they resend out of order), the configured stall wait.
+	asyncOpts []jetstream.PublishOpt
 }
 
 // NewPublisher returns a publisher over js.
@@ -114,7 +117,8 @@ func NewPublisher(js jetstream.JetStream, cfg PublisherConfig) (*Publisher, erro
 		return nil, err
 	}
 	names, _ := NewNames(cfg.Prefix)
-	return &Publisher{js: js, cfg: cfg, names: names}, nil
+	return &Publisher{js: js, cfg: cfg, names: names,
+		asyncOpts: []jetstream.PublishOpt{jetstream.WithRetryAttempts(0), jetstream.WithStallWait(cfg.AckTimeout)}}, nil
 }
 
 // Open returns a publisher for one run that continues after the last event
@@ -264,28 +268,22 @@ func (r *RunPublisher) Publish(ctx context.Context, ev loop.Event) (uint64, erro
 		return 0, fmt.Errorf("bus: publish %s event %s: %d bytes exceed the server's max payload of %d: %w",
 			ev.Type(), env.MsgID(), len(body), limit, nats.ErrMaxPayload)
 	}
-	wctx, cancel := withDefaultTimeout(ctx, r.p.cfg.Timeout)
-	defer cancel()
 	// Send nothing past a known failure, or into a reconnect buffer while
 	// earlier events may be lost: either would store this event before
 	// them. Settle first.
 	if err := r.reap(ctx); err != nil {
 		return 0, err
 	}
-	for len(r.pending) > 0 && (len(r.pending) >= r.p.cfg.MaxPending || !r.p.js.Conn().IsConnected()) {
-		if err := r.settleOldest(wctx, ctx); err != nil {
-			return 0, err
-		}
+	if err := r.makeRoom(ctx); err != nil {
+		return 0, err
 	}
-	msg := &nats.Msg{Subject: r.subject, Data: body, Header: env.Headers()}
-	if r.request != "" {
-		msg.Header[HeaderRequest] = []string{r.request}
-	}
+	msg := &nats.Msg{Subject: r.subject, Data: body, Header: env.headers(nil, r.request)}
 	r.trace.Set(msg.Header)
 	pe := &pendingEvent{seq: env.Seq, msg: msg, sent: time.Now()}
 	// No library retries: they resend out of order. Failures come back
-	// here and are retried in seq order by repair.
-	fut, err := r.p.js.PublishMsgAsync(copyMsg(msg), jetstream.WithRetryAttempts(0), jetstream.WithStallWait(r.p.cfg.AckTimeout))
+	// here and are retried in seq order by repair, on copies (the library
+	// keeps msg; nothing changes it after this).
+	fut, err := r.p.js.PublishMsgAsync(msg, r.p.asyncOpts...)
 	if err == nil {
 		pe.fut = fut
 	} else {
@@ -294,6 +292,26 @@ func (r *RunPublisher) Publish(ctx context.Context, ev loop.Event) (uint64, erro
 	r.pending = append(r.pending, pe)
 	r.next++
 	return env.Seq, nil
+}
+
+// makeRoom waits (within Timeout when ctx has no deadline) while
+// MaxPending events await acks, or while the connection is down and
+// earlier events await theirs. Lock held.
+func (r *RunPublisher) makeRoom(ctx context.Context) error {
+	full := func() bool {
+		return len(r.pending) > 0 && (len(r.pending) >= r.p.cfg.MaxPending || !r.p.js.Conn().IsConnected())
+	}
+	if !full() {
+		return nil
+	}
+	wctx, cancel := withDefaultTimeout(ctx, r.p.cfg.Timeout)
+	defer cancel()
+	for full() {
+		if err := r.settleOldest(wctx, ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Flush waits until every published event is stored. It returns the
@@ -306,6 +324,9 @@ func (r *RunPublisher) Flush(ctx context.Context) error {
 	defer r.mu.Unlock()
 	if r.err != nil {
 		return r.err
+	}
+	if len(r.pending) == 0 {
+		return nil
 	}
 	wctx, cancel := withDefaultTimeout(ctx, r.p.cfg.Timeout)
 	defer cancel()
@@ -412,7 +433,9 @@ func (r *RunPublisher) repair(ctx context.Context) error {
 	for len(r.pending) > 0 {
 		pe := r.pending[0]
 		if pe.seq < r.next-1 {
-			// It may land after higher seqs: record the high-water mark.
+			// It may land after higher seqs: record the high-water mark
+			// (on a copy: the library holds the message it published).
+			pe.msg = copyMsg(pe.msg)
 			pe.msg.Header[HeaderHighSeq] = []string{high}
 		}
 		if err := r.publishSync(ctx, pe); err != nil {
