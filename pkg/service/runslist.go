@@ -29,6 +29,15 @@ type indexState struct {
 	stopped bool
 	used    time.Time
 	idle    *time.Timer
+	// idleAfter is runIndexIdle unless a test sets it.
+	idleAfter time.Duration
+}
+
+func (s *indexState) idleLimit() time.Duration {
+	if s.idleAfter > 0 {
+		return s.idleAfter
+	}
+	return runIndexIdle
 }
 
 // WarmRunIndex starts loading the run index now, without waiting for it,
@@ -75,7 +84,7 @@ func (a *API) startIndex(ctx context.Context) (*runindex.Feed, error) {
 			return nil, err
 		}
 		s.feed = f
-		s.idle = time.AfterFunc(runIndexIdle, a.idleIndex)
+		s.idle = time.AfterFunc(s.idleLimit(), a.idleIndex)
 	}
 	f := s.feed
 	s.mu.Unlock()
@@ -90,7 +99,7 @@ func (a *API) idleIndex() {
 		s.mu.Unlock()
 		return
 	}
-	if rest := runIndexIdle - time.Since(s.used); rest > 0 {
+	if rest := s.idleLimit() - time.Since(s.used); rest > 0 {
 		s.idle.Reset(rest)
 		s.mu.Unlock()
 		return
@@ -101,7 +110,7 @@ func (a *API) idleIndex() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = f.Stop(ctx)
-	a.log.Info("run index stopped: no listing for a while", "idle", runIndexIdle)
+	a.log.Info("run index stopped: no listing for a while", "idle", s.idleLimit())
 }
 
 // stopIndex stops the run index for good (Service.Stop).
