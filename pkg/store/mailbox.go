@@ -3,9 +3,12 @@ package store
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -35,6 +38,20 @@ import (
 // messages not taken, so a withdrawal either happens before the run reads
 // the message or reports false: "removed" never names a message the run
 // applied. Ack deletes taken messages.
+//
+// # Idempotency keys
+//
+// PushKey queues a message under a caller's idempotency key: its token is
+// derived from the key ([KeyToken]), so every push with one key to one run
+// targets the same KV key, and kv.Create lets exactly one of them — across
+// processes and connections — store the message; the others answer the
+// same token and store nothing. A keyed message is not deleted when it is
+// consumed (Ack, Drain) or withdrawn (Remove): its entry is replaced, by
+// compare-and-set on the revision read, with a spent record that holds no
+// content, so a push with the key after the run applied the message is
+// still a no-op. Spent records are invisible to Peek, Drain and Remove, and
+// live as long as the run's mailbox: Clear purges them with it, and the
+// bucket's MaxAge (Config.MailboxTTL, 7 days by default) expires them.
 type Mailbox struct {
 	b   *bucket
 	run string
@@ -45,6 +62,31 @@ type mailRecord struct {
 	loop.MailMessage `msgpack:",inline"`
 	// Taken is set by Peek: the run owns the message from then on.
 	Taken bool `msgpack:"taken,omitempty"`
+	// Keyed is set by PushKey: consuming or withdrawing the message leaves
+	// a spent record, so its key stays used.
+	Keyed bool `msgpack:"keyed,omitempty"`
+	// Spent marks the record a keyed message leaves when it is consumed or
+	// withdrawn: no content, never returned.
+	Spent bool `msgpack:"spent,omitempty"`
+}
+
+// MaxKeyLen is the longest idempotency key PushKey takes, in bytes.
+const MaxKeyLen = 256
+
+// keyTokenPrefix starts every token derived from an idempotency key.
+const keyTokenPrefix = "k-"
+
+// KeyToken returns the mailbox token of the messages pushed with an
+// idempotency key: "k-" and 32 hex digits of the key's SHA-256, a valid
+// token whatever the key's characters.
+func KeyToken(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return keyTokenPrefix + hex.EncodeToString(sum[:16])
+}
+
+// spentRecord is what a keyed message leaves behind.
+func spentRecord(token string) *mailRecord {
+	return &mailRecord{MailMessage: loop.MailMessage{Token: token}, Taken: true, Keyed: true, Spent: true}
 }
 
 var _ loop.Mailbox = (*Mailbox)(nil)
@@ -59,18 +101,53 @@ func (m *Mailbox) Push(ctx context.Context, msg loop.MailMessage) (string, error
 	} else if err := checkID(op, "token", msg.Token); err != nil {
 		return "", err
 	}
-	frame, chunks, err := m.b.encode(ctx, m.run, &mailRecord{MailMessage: msg})
+	return m.push(ctx, op, &mailRecord{MailMessage: msg})
+}
+
+// PushKey queues msg under an idempotency key and returns its token,
+// [KeyToken](key) (msg.Token is ignored). A second push with the same key
+// to the same run — from any process, concurrently or after the first was
+// consumed or withdrawn — stores nothing and returns the same token; the
+// first push's content is the one the run gets. The key is any non-empty
+// string of at most [MaxKeyLen] bytes.
+func (m *Mailbox) PushKey(ctx context.Context, key string, msg loop.MailMessage) (string, error) {
+	const op = "mailbox push"
+	if key == "" || len(key) > MaxKeyLen {
+		return "", fmt.Errorf("store: %s %s: %w: the idempotency key must be 1-%d bytes (it is %d)", op, m.run, ErrInvalidArgument, MaxKeyLen, len(key))
+	}
+	msg.Token = KeyToken(key)
+	return m.push(ctx, op, &mailRecord{MailMessage: msg, Keyed: true})
+}
+
+// push creates rec's key; a key that exists already is a no-op.
+func (m *Mailbox) push(ctx context.Context, op string, rec *mailRecord) (string, error) {
+	frame, chunks, err := m.b.encode(ctx, m.run, rec)
 	if err != nil {
 		return "", wrapErr(op, m.run, err)
 	}
-	if _, err := m.b.create(ctx, m.key(msg.Token), frame); err != nil {
+	if _, err := m.b.create(ctx, m.key(rec.Token), frame); err != nil {
 		if isCAS(err) {
 			m.b.purgeQuietly(ctx, chunks)
-			return msg.Token, nil // queued already
+			return rec.Token, nil // queued (or spent) already
 		}
 		return "", wrapErr(op, m.run, err)
 	}
-	return msg.Token, nil
+	return rec.Token, nil
+}
+
+// take removes the message entry e read at its revision: a delete, or for
+// a keyed message the spent record. Like a delete, it fails the revision
+// check when a concurrent drainer, Peek or Remove wrote the key first.
+func (m *Mailbox) take(ctx context.Context, e jetstream.KeyValueEntry, keyed bool, token string) error {
+	if !keyed {
+		return m.b.deleteKey(ctx, e.Key(), e.Revision())
+	}
+	frame, _, err := m.b.encode(ctx, m.run, spentRecord(token))
+	if err != nil {
+		return err
+	}
+	_, err = m.b.update(ctx, e.Key(), frame, e.Revision())
+	return err
 }
 
 // Remove withdraws a queued message. It reports false when the token is
@@ -95,14 +172,15 @@ func (m *Mailbox) remove(ctx context.Context, op, token string, taken bool) (boo
 	if err != nil {
 		return false, wrapErr(op, m.run, err)
 	}
-	if !taken {
-		var rec mailRecord
-		if _, err := m.b.decode(ctx, e.Value(), &rec); err == nil && rec.Taken {
-			return false, nil // the run has it
-		}
+	var rec mailRecord
+	_, decErr := m.b.decode(ctx, e.Value(), &rec)
+	if decErr == nil && (rec.Spent || rec.Taken && !taken) {
+		return false, nil // consumed, withdrawn, or the run has it
 	}
+	// An undecodable keyed message still leaves its spent record.
+	keyed := rec.Keyed || decErr != nil && strings.HasPrefix(token, keyTokenPrefix)
 	chunks := chunksOf(e.Value())
-	if err := m.b.deleteKey(ctx, m.key(token), e.Revision()); err != nil {
+	if err := m.take(ctx, e, keyed, token); err != nil {
 		if isCAS(err) {
 			return false, nil
 		}
@@ -122,11 +200,16 @@ func (m *Mailbox) Drain(ctx context.Context) ([]loop.MailMessage, error) {
 	slices.SortFunc(listed, func(a, b jetstream.KeyValueEntry) int { return cmp.Compare(a.Revision(), b.Revision()) })
 	var out []loop.MailMessage
 	for _, e := range listed {
-		var msg loop.MailMessage
-		chunks, decErr := m.b.decode(ctx, e.Value(), &msg)
+		var rec mailRecord
+		chunks, decErr := m.b.decode(ctx, e.Value(), &rec)
+		if decErr == nil && rec.Spent {
+			continue // a keyed message consumed already
+		}
+		token := e.Key()[len(m.run)+len(".m."):]
+		keyed := rec.Keyed || decErr != nil && strings.HasPrefix(token, keyTokenPrefix)
 		// A chunk missing means a concurrent drainer took the message; its
 		// delete below then fails the revision check.
-		if err := m.b.deleteKey(ctx, e.Key(), e.Revision()); err != nil {
+		if err := m.take(ctx, e, keyed, token); err != nil {
 			if isCAS(err) {
 				continue // taken by a concurrent drainer or Remove
 			}
@@ -144,12 +227,15 @@ func (m *Mailbox) Drain(ctx context.Context) ([]loop.MailMessage, error) {
 				slog.String("run", m.run), slog.String("key", e.Key()), slog.String("error", decErr.Error()))
 			continue
 		}
+		msg := rec.MailMessage
+		if msg.Token == "" {
+			msg.Token = token
+		}
 		out = append(out, msg)
 	}
 	return out, nil
 }
 
-// Clear removes every queued message of the run, e.g. when the run ends.
 var _ loop.MailboxPeeker = (*Mailbox)(nil)
 
 // Peek returns the queued messages, FIFO, and marks them taken (Remove
@@ -174,6 +260,9 @@ func (m *Mailbox) Peek(ctx context.Context) ([]loop.MailMessage, error) {
 			m.b.log.LogAttrs(ctx, slog.LevelWarn, "store: mailbox skipped an undecodable message",
 				slog.String("run", m.run), slog.String("key", e.Key()), slog.String("error", err.Error()))
 			continue
+		}
+		if rec.Spent {
+			continue // a keyed message consumed already
 		}
 		if !rec.Taken {
 			rec.Taken = true
@@ -216,6 +305,8 @@ func (m *Mailbox) Ack(ctx context.Context, tokens []string) error {
 	return first
 }
 
+// Clear removes every message of the run, queued or spent (the record of a
+// consumed keyed message), e.g. when the run ends.
 func (m *Mailbox) Clear(ctx context.Context) error {
 	return wrapErr("mailbox clear", m.run, m.b.purge(ctx, m.run+".>"))
 }
