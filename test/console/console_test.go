@@ -49,6 +49,12 @@ agents:
       - call: {name: todo_write, args: {todos: [{content: "Write the note", status: in_progress, active_form: "Writing the note"}, {content: "Report back", status: pending}]}, id: plan}
       - call: {name: append_file, args: {path: notes.txt, line: "hello from the console"}, id: write1}
       - text: The note is written.
+  - name: asker
+    model: scripted
+    tools: [ask_human]
+    script:
+      - call: {name: ask_human, args: {question: "Which colour should the report be?"}, id: ask1}
+      - text: Blue it is.
   - name: sleeper
     model: scripted
     tools: [sleep]
@@ -274,6 +280,48 @@ func TestConsole(t *testing.T) {
 		b.screenshot("run")
 	})
 
+	t.Run("answers an ask_human question", func(t *testing.T) {
+		b.t = t
+		id := s.submit(t, "asker")
+		b.open(s.gw.URL + "/#/runs/" + id)
+		card := `.tool[data-call-id="ask1"]`
+		b.visible("the question and its answer box", card+" textarea.answer", long)
+		require.Contains(t, b.textOf(card+" .question"), "Which colour should the report be?")
+		b.do("answering", long,
+			chromedp.SetValue(chromedp.CSS(card+" textarea.answer"), "blue, please"),
+			chromedp.Click(chromedp.CSS(card+" button.approve")))
+		b.visible("the run's completion", `.ev.outcome.completed`, long)
+		require.Contains(t, b.textOf(card+" .tool-result"), "blue, please", "the answer is the tool's result")
+	})
+
+	t.Run("injects a message and cancels a run", func(t *testing.T) {
+		b.t = t
+		id := s.submit(t, "sleeper")
+		b.open(s.gw.URL + "/#/runs/" + id)
+		b.visible("the nap tool running", `.tool[data-call-id="nap"][data-state="running"]`, long)
+		b.do("injecting a message", long,
+			chromedp.SetValue(chromedp.CSS("#inject-text"), "also mention the weather"),
+			chromedp.Click(chromedp.CSS(`#inject button[type="submit"]`)))
+		b.visible("the queued message", `#inject-pending .badge.pending`, long)
+		b.visible("the message folded into the run", `.bubble.injected`, long)
+		require.Contains(t, b.textOf(`.bubble.injected`), "also mention the weather")
+		waitFor[bool](b, "the queued badge to go once delivered", long, `!document.querySelector('#inject-pending .badge.pending')`)
+		b.visible("the run's completion", `.ev.outcome.completed`, long)
+
+		id = s.submit(t, "sleeper")
+		b.open(s.gw.URL + "/#/runs/" + id)
+		b.visible("the nap tool running", `.tool[data-call-id="nap"][data-state="running"]`, long)
+		b.do("cancelling", long,
+			chromedp.Click(chromedp.CSS("#cancel")),
+			chromedp.WaitVisible(chromedp.CSS("#cancel-confirm")),
+			chromedp.SetValue(chromedp.CSS("#cancel-reason"), "not needed"),
+			chromedp.Click(chromedp.CSS("#cancel-confirm")))
+		b.visible("the run's failure", `.ev.outcome.failed`, long)
+		require.Contains(t, b.textOf(`.ev.outcome.failed`), "Cancelled")
+		b.visible("the failed chip", `#run-status .chip-failed`, long)
+		b.present("no controls on an ended run", `#run-controls[hidden]`, long)
+	})
+
 	t.Run("resumes a cut stream after the last event seen", func(t *testing.T) {
 		b.t = t
 		id := s.submit(t, "slowstream")
@@ -325,7 +373,7 @@ func TestConsole(t *testing.T) {
 		b.t = t
 		b.open(s.gw.URL + "/#/runs")
 		b.visible("the runs list", `#runs-list tr[data-run-id="`+streamRun+`"]`, long)
-		waitFor[bool](b, "the completed chip to count the finished runs", long, `+document.getElementById('count-completed').textContent >= 4`)
+		waitFor[bool](b, "the completed chip to count the finished runs", long, `+document.getElementById('count-completed').textContent >= 6`)
 		b.screenshot("runs")
 		b.do("filtering by a status chip", long, chromedp.Click(chromedp.CSS(`.chip-filter[data-status="running"]`)))
 		b.visible("the empty list of running runs", `#runs-list .empty`, long)
