@@ -3,6 +3,7 @@ package lifecycle_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/lovia-fleet/lovia/pkg/lifecycle"
 	"github.com/lovia-fleet/lovia/pkg/loop"
@@ -77,4 +78,19 @@ func TestHistory(t *testing.T) {
 			t.Fatalf("histories share an array: in %+v a %+v b %+v", in.Attempts, a.Attempts, b.Attempts)
 		}
 	})
+}
+
+// A claim whose time was taken before another writer's step (the waker's
+// wake, stamped when written) is not placed before it.
+func TestHistoryTimesNeverGoBack(t *testing.T) {
+	t.Parallel()
+	r := lifecycle.Submit(lifecycle.Submission{RunID: "r1", Agent: "a"})
+	r.Attempts[0].At = t0.Add(time.Second) // as the write stamped it
+	out, _, err := lifecycle.ClaimRun(r, lifecycle.Claim{Worker: "w1", Seq: 1, Submission: 1, Now: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := out.Attempts[1].At; !got.Equal(t0.Add(time.Second)) {
+		t.Fatalf("the claim's step is at %v, before the submit's %v", got, r.Attempts[0].At)
+	}
 }

@@ -45,7 +45,7 @@ type Attempt struct {
 }
 
 // AddAttempt appends a step to the record's history, keeping the last
-// MaxAttempts. It never writes into the backing array of the slice it was
+// MaxAttempts, at at (or the previous step's time, if later). It never writes into the backing array of the slice it was
 // given (a transition's caller keeps its record as it was).
 func (r *RunRecord) AddAttempt(kind, worker string, at time.Time) {
 	n := r.AttemptsDropped + len(r.Attempts) + 1
@@ -59,6 +59,11 @@ func (r *RunRecord) AddAttempt(kind, worker string, at time.Time) {
 	copy(out, keep)
 	if !at.IsZero() {
 		at = at.UTC()
+		// A step never precedes the one before it: a claim's time is taken
+		// before it reads the record another writer may just have changed.
+		if len(keep) > 0 && keep[len(keep)-1].At.After(at) {
+			at = keep[len(keep)-1].At
+		}
 	}
 	r.Attempts = append(out, Attempt{N: n, Kind: kind, Attempt: r.Attempt, Worker: worker, At: at})
 }
