@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 
@@ -169,14 +170,38 @@ func (r *CancelReply) Validate() error { return nil }
 // message for the run's next turn.
 type InjectRequest struct {
 	Content string `json:"content" msgpack:"content"`
+	// Key is an optional idempotency key (1–[MaxInjectKeyLen] bytes of
+	// UTF-8): a second inject with the same key to the same run stores
+	// nothing and answers the first inject's token, whether that message
+	// is still queued, folded into the run or withdrawn — so a retry after
+	// a lost reply, or the same report delivered twice, is applied once.
+	Key string `json:"key,omitempty" msgpack:"key,omitempty"`
 }
 
-// Validate requires content.
+// MaxInjectKeyLen is the longest [InjectRequest.Key], in bytes.
+const MaxInjectKeyLen = 256
+
+// Validate requires content, and a key (when set) of at most
+// [MaxInjectKeyLen] bytes of UTF-8.
 func (r *InjectRequest) Validate() error {
 	if r.Content == "" {
 		return &FieldError{Field: "content", Reason: "is required"}
 	}
+	if len(r.Key) > MaxInjectKeyLen {
+		return &FieldError{Field: "key", Reason: fmt.Sprintf("is %d bytes, over the %d-byte limit: use a shorter idempotency key (a hash of a long one)", len(r.Key), MaxInjectKeyLen)}
+	}
+	if !utf8.ValidString(r.Key) {
+		return &FieldError{Field: "key", Reason: "is not valid UTF-8"}
+	}
 	return nil
+}
+
+// InjectOption sets an optional field of an inject (client.Inject).
+type InjectOption func(*InjectRequest)
+
+// InjectKey makes an inject idempotent under key (see [InjectRequest.Key]).
+func InjectKey(key string) InjectOption {
+	return func(r *InjectRequest) { r.Key = key }
 }
 
 // InjectReply answers an inject with the token that withdraws it.

@@ -231,7 +231,9 @@ func (n noStore) List(context.Context, string, memory.Kind) ([]memory.Record, er
 func (n noStore) Submit(context.Context, *bus.RunRequest) (*bus.SubmitReply, error) {
 	return nil, n.err()
 }
-func (n noStore) Inject(context.Context, string, string) (string, error) { return "", n.err() }
+func (n noStore) Inject(context.Context, string, string, ...bus.InjectOption) (string, error) {
+	return "", n.err()
+}
 func (n noStore) Cancel(context.Context, string, string) (*bus.CancelReply, error) {
 	return nil, n.err()
 }

@@ -171,13 +171,20 @@ func (c *Client) Cancel(ctx context.Context, runID, reason string) (*bus.CancelR
 }
 
 // Inject queues a steering message; it returns the token Uninject takes.
-func (c *Client) Inject(ctx context.Context, runID, content string) (string, error) {
+// With [bus.InjectKey] it is idempotent: a second inject with the key to
+// the run stores nothing and returns the first one's token, so a retry
+// after a timeout is safe.
+func (c *Client) Inject(ctx context.Context, runID, content string, opts ...bus.InjectOption) (string, error) {
 	subj, err := c.runSubject(runID, bus.OpInject)
 	if err != nil {
 		return "", err
 	}
+	req := &bus.InjectRequest{Content: content}
+	for _, o := range opts {
+		o(req)
+	}
 	var rep bus.InjectReply
-	if err := c.request(ctx, subj, &bus.InjectRequest{Content: content}, &rep, false); err != nil {
+	if err := c.request(ctx, subj, req, &rep, false); err != nil {
 		return "", err
 	}
 	return rep.Token, nil

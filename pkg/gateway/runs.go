@@ -140,7 +140,8 @@ func (g *Gateway) cancel(w http.ResponseWriter, r *http.Request) {
 	g.reply(w, r, http.StatusOK, rep, err)
 }
 
-// inject handles POST /v1/runs/{id}/messages with {content} → {token}.
+// inject handles POST /v1/runs/{id}/messages with {content, key?} → {token};
+// a repeat with the same key answers the first token and stores nothing.
 func (g *Gateway) inject(w http.ResponseWriter, r *http.Request) {
 	var req bus.InjectRequest
 	if herr := g.decode(w, r, &req, "message", exampleInject); herr != nil {

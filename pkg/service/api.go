@@ -497,7 +497,8 @@ func (a *API) delivered(ctx context.Context, runID string, submission int) bool 
 	return true
 }
 
-// Inject queues a steering message for the run's next turn.
+// Inject queues a steering message for the run's next turn. With
+// req.Key set it is idempotent: a repeat answers the first inject's token.
 func (a *API) Inject(ctx context.Context, runID string, req *bus.InjectRequest) (*bus.InjectReply, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
 	defer cancel()
@@ -514,7 +515,13 @@ func (a *API) Inject(ctx context.Context, runID string, req *bus.InjectRequest) 
 	if err != nil {
 		return nil, err
 	}
-	tok, err := mb.Push(ctx, loop.MailMessage{Content: req.Content})
+	var tok string
+	if req.Key != "" {
+		// One message per run and key, across gateways and retries.
+		tok, err = mb.PushKey(ctx, req.Key, loop.MailMessage{Content: req.Content})
+	} else {
+		tok, err = mb.Push(ctx, loop.MailMessage{Content: req.Content})
+	}
 	if err != nil {
 		return nil, err
 	}

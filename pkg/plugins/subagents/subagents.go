@@ -35,7 +35,7 @@ const (
 // implements it.
 type Fleet interface {
 	Submit(ctx context.Context, req *bus.RunRequest) (*bus.SubmitReply, error)
-	Inject(ctx context.Context, runID, content string) (string, error)
+	Inject(ctx context.Context, runID, content string, opts ...bus.InjectOption) (string, error)
 	Cancel(ctx context.Context, runID, reason string) (*bus.CancelReply, error)
 	Tail(ctx context.Context, runID string, opts ...bus.TailOption) (*bus.Tail, error)
 }
@@ -300,10 +300,17 @@ func (p *Plugin) deliver(ctx context.Context, parentID, childID string) {
 	}
 	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if _, err := p.cfg.Fleet.Inject(ictx, parentID, report); err != nil && ctx.Err() == nil {
+	if _, err := p.cfg.Fleet.Inject(ictx, parentID, report, bus.InjectKey(ReportKey(childID))); err != nil && ctx.Err() == nil {
 		p.cfg.Logger.Warn("subagent report not delivered", "parent", parentID, "child", childID, "error", err)
 	}
 }
+
+// ReportKey is the idempotency key a child's report is injected with,
+// "subagent:<child_run_id>": however many watchers deliver it — the dead
+// worker's and its successor's, or one run again — the parent's mailbox
+// stores it once, and a report the parent already folded in is not
+// queued again.
+func ReportKey(childID string) string { return "subagent:" + childID }
 
 // Report renders a child's terminal event as the message its parent gets.
 func Report(childID string, env *bus.Envelope) string {
