@@ -405,6 +405,13 @@ func (r *RunPublisher) settleOldest(ctx, repairCtx context.Context) error {
 	if pe.fut == nil {
 		return r.repair(repairCtx)
 	}
+	select {
+	case ack := <-pe.fut.Ok():
+		// Already acknowledged (the common case at a flush): no timer.
+		r.acknowledged(pe, ack)
+		return nil
+	default:
+	}
 	timer := time.NewTimer(time.Until(pe.sent.Add(r.p.cfg.AckTimeout)))
 	defer timer.Stop()
 	select {

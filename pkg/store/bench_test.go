@@ -8,10 +8,11 @@ import (
 )
 
 // BenchmarkCheckpointAppend measures one checkpoint write — a model turn's
-// entries (text and a tool call) and the head — for a run whose transcript
-// already holds turn=N turns (each a model append and a tool-result append),
-// against an embedded server. After each timed write the head is put back,
-// untimed, so every iteration writes at exactly N turns. The design keeps the
+// entries (text and a tool call) and the head, one segment — for a run
+// whose transcript already holds turn=N turns (each a model append and a
+// tool-result append), against an embedded server. After each timed write
+// the segment is purged, untimed, so every iteration writes at exactly N
+// turns. The design keeps the
 // cost flat: turn=200 should be within noise of turn=2.
 func BenchmarkCheckpointAppend(b *testing.B) {
 	for _, turns := range []int{2, 200} {
@@ -35,13 +36,9 @@ func BenchmarkCheckpointAppend(b *testing.B) {
 				}
 				stored += len(e)
 			}
-			saved, err := cp.b.get(ctx, headKey(run))
-			if err != nil {
-				b.Fatal(err)
-			}
 			state, ok := cp.cache.get(run)
-			if !ok || state.rev != saved.Revision() {
-				b.Fatal("the head cache does not hold the last write")
+			if !ok || state.rev != rev {
+				b.Fatal("the cache does not hold the last write")
 			}
 			model := turnEntries(turns)[:2]
 			head := runHead(turns + 1)
@@ -49,14 +46,13 @@ func BenchmarkCheckpointAppend(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
-				next, err := cp.Append(ctx, run, loop.CheckpointWrite{Base: stored, Entries: model, Head: head, Revision: state.rev})
-				if err != nil {
+				if _, err := cp.Append(ctx, run, loop.CheckpointWrite{Base: stored, Entries: model, Head: head, Revision: state.rev}); err != nil {
 					b.Fatal(err)
 				}
 				b.StopTimer()
-				// Put the saved head back: the batch just written is
-				// unreferenced again and the run holds N turns.
-				if state.rev, err = cp.b.update(ctx, headKey(run), saved.Value(), next); err != nil {
+				// Purge the segment just written: the run holds N turns
+				// again, its last segment at state.rev.
+				if err := cp.b.purge(ctx, segKey(run, state.batches)); err != nil {
 					b.Fatal(err)
 				}
 				cp.cache.put(run, state)
