@@ -86,6 +86,9 @@ func newFleet(cfg Config, reg prometheus.Registerer) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, err := register(reg, prometheus.Collector(newRunCounts(cfg.API))); err != nil {
+		return nil, fmt.Errorf("gateway: register metrics: %w", err)
+	}
 	js, err := jetstream.New(cfg.Conn)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -139,6 +142,11 @@ func (g *Gateway) Start(ctx context.Context) error {
 		return fmt.Errorf("gateway: listen on %s: %w", g.cfg.Addr, err)
 	}
 	for i, t := range g.fleets() {
+		// The console's first page, and the run metrics, should not wait
+		// for the run index to load (about a second at 100,000 runs).
+		if err := t.cfg.API.WarmRunIndex(ctx); err != nil {
+			g.log.Warn("gateway: the run index did not start; the first listing starts it", "error", err, "tenant", t.tenant)
+		}
 		if err := t.svc.Start(ctx); err != nil {
 			for _, started := range g.fleets()[:i] {
 				_ = started.svc.Stop(ctx)

@@ -31,6 +31,8 @@ type indexState struct {
 	idle    *time.Timer
 	// idleAfter is runIndexIdle unless a test sets it.
 	idleAfter time.Duration
+	// pinned keeps the index live until the service stops (WarmRunIndex).
+	pinned bool
 }
 
 func (s *indexState) idleLimit() time.Duration {
@@ -42,12 +44,47 @@ func (s *indexState) idleLimit() time.Duration {
 
 // WarmRunIndex starts loading the run index now, without waiting for it,
 // so that the first listing does not wait for the load (about a second
-// at 100,000 runs): a gateway serving a console calls it at start. The
-// index stops, as a lazily started one does, when idle and with the
-// service.
+// at 100,000 runs), and keeps it live until the service stops, however
+// long no listing comes: a gateway, which serves the console, calls it at
+// start.
 func (a *API) WarmRunIndex(ctx context.Context) error {
+	a.index.mu.Lock()
+	a.index.pinned = true
+	a.index.mu.Unlock()
 	_, err := a.startIndex(ctx)
 	return err
+}
+
+// RunCounts returns the runs of the run index by status, and how many
+// await a decision, without waiting for an index that is not loaded yet
+// (then ok is false). Every API instance's index holds every run: the
+// counts are the fleet's.
+func (a *API) RunCounts() (counts map[store.RunStatus]int, awaiting int, ok bool) {
+	a.index.mu.Lock()
+	f := a.index.feed
+	a.index.mu.Unlock()
+	if f == nil {
+		return nil, 0, false
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // do not wait for a load
+	x, err := f.Index(ctx)
+	if err != nil {
+		return nil, 0, false
+	}
+	now := time.Now()
+	all, err := x.Query(runindex.Query{Limit: 1}, now)
+	if err != nil {
+		return nil, 0, false
+	}
+	waits, err := x.Query(runindex.Query{Limit: 1, Awaiting: true}, now)
+	if err != nil {
+		return nil, 0, false
+	}
+	for _, n := range waits.Counts {
+		awaiting += n
+	}
+	return all.Counts, awaiting, true
 }
 
 // runIndex returns the live run index, starting its feed on first use and
@@ -95,7 +132,7 @@ func (a *API) startIndex(ctx context.Context) (*runindex.Feed, error) {
 func (a *API) idleIndex() {
 	s := &a.index
 	s.mu.Lock()
-	if s.feed == nil {
+	if s.feed == nil || s.pinned {
 		s.mu.Unlock()
 		return
 	}

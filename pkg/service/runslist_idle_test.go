@@ -70,3 +70,55 @@ func TestRunIndexStopsWhenIdle(t *testing.T) {
 	_, err = api.ListRuns(ctx, &bus.RunsListRequest{})
 	require.ErrorContains(t, err, "stopping")
 }
+
+// TestWarmRunIndexStaysLive: the index a gateway warms at start is not
+// stopped when idle (the console and the run metrics read it), only with
+// the service.
+func TestWarmRunIndexStaysLive(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	emb, err := broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = emb.Shutdown(sctx)
+	})
+	nc, err := emb.Connect()
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	_, err = bus.Provision(ctx, js, bus.ProvisionConfig{})
+	require.NoError(t, err)
+	st, err := store.Open(ctx, js, store.Config{})
+	require.NoError(t, err)
+	_, err = st.Runs().Create(ctx, lifecycle.Submit(lifecycle.Submission{RunID: "r1", Agent: "a"}))
+	require.NoError(t, err)
+	api, err := NewAPI(Config{Conn: nc, Store: st})
+	require.NoError(t, err)
+	svc := New(api)
+	require.NoError(t, svc.Start(ctx))
+	require.NoError(t, api.WarmRunIndex(ctx))
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		counts, _, ok := api.RunCounts()
+		if ok && counts[store.RunQueued] == 1 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "waiting for the warmed index to count the queued run: %v", counts)
+		time.Sleep(20 * time.Millisecond)
+	}
+	api.index.mu.Lock()
+	api.index.used = time.Now().Add(-time.Hour) // idle for an hour
+	api.index.mu.Unlock()
+	api.idleIndex()
+	api.index.mu.Lock()
+	live := api.index.feed != nil
+	api.index.mu.Unlock()
+	require.True(t, live, "the warmed index stopped when idle")
+	require.NoError(t, svc.Stop(ctx))
+	_, _, ok := api.RunCounts()
+	require.False(t, ok, "the index outlived the service")
+}
