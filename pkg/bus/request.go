@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -205,6 +206,9 @@ func (r *RunRequest) Validate() error {
 		case "user", "system", "assistant":
 		default:
 			return &FieldError{Field: "input[" + strconv.Itoa(i) + "].role", Reason: fmt.Sprintf("%s is not user, system or assistant", quote(m.Role))}
+		}
+		if strings.TrimSpace(m.Content) == "" {
+			return &FieldError{Field: "input[" + strconv.Itoa(i) + "].content", Reason: "is empty: give each message's text"}
 		}
 	}
 	if r.MaxTurns < 0 {

@@ -1,7 +1,6 @@
 package bus
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -19,7 +18,8 @@ func runRequestFields() []string {
 }
 
 // topLevel returns the top-level keys of a JSON or msgpack object, with
-// whether the "input" key holds an empty string. It returns nothing for a
+// whether the "input" key holds an empty or blank string. (An empty list
+// is a resubmission's way to resume with nothing new.) It returns nothing for a
 // body that is not an object.
 func topLevel(enc Encoding, body []byte) (keys []string, emptyInput bool) {
 	switch enc {
@@ -32,8 +32,8 @@ func topLevel(enc Encoding, body []byte) (keys []string, emptyInput bool) {
 			keys = append(keys, k)
 		}
 		if in, ok := m["input"]; ok {
-			t := bytes.TrimSpace(in)
-			emptyInput = bytes.Equal(t, []byte(`""`))
+			var s string
+			emptyInput = json.Unmarshal(in, &s) == nil && strings.TrimSpace(s) == ""
 		}
 	case Msgpack:
 		var m map[string]msgpack.RawMessage
@@ -45,7 +45,7 @@ func topLevel(enc Encoding, body []byte) (keys []string, emptyInput bool) {
 		}
 		if in, ok := m["input"]; ok {
 			var s string
-			emptyInput = msgpack.Unmarshal(in, &s) == nil && s == ""
+			emptyInput = msgpack.Unmarshal(in, &s) == nil && strings.TrimSpace(s) == ""
 		}
 	}
 	slices.Sort(keys)
@@ -53,7 +53,8 @@ func topLevel(enc Encoding, body []byte) (keys []string, emptyInput bool) {
 }
 
 // checkFields refuses unknown top-level fields, naming them and the known
-// ones, and an input given as an empty string.
+// ones, and an input given as an empty or blank string (a paid model call
+// on nothing).
 func checkFields(enc Encoding, body []byte) error {
 	keys, emptyInput := topLevel(enc, body)
 	known := runRequestFields()
@@ -71,7 +72,7 @@ func checkFields(enc Encoding, body []byte) error {
 		return &FieldError{Field: unknown[0], Reason: fmt.Sprintf("%s %s; known fields: %s", what, strings.Join(unknown, ", "), strings.Join(known, ", "))}
 	}
 	if emptyInput {
-		return &FieldError{Field: "input", Reason: "is empty: give the run's input, a string or a list of {role, content}"}
+		return &FieldError{Field: "input", Reason: "is empty: give the run's input, a non-blank string or a list of {role, content}"}
 	}
 	return nil
 }

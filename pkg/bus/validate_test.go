@@ -76,6 +76,8 @@ func TestRunRequestValidation(t *testing.T) {
 		{"empty input", `{"input":""}`, "input", "is empty"},
 		{"empty input with a run id", `{"run_id":"r1","input":""}`, "input", "is empty"},
 		{"empty list input", `{"input":[]}`, "input", "is required"},
+		{"blank input", `{"input":"  \n\t "}`, "input", "is empty"},
+		{"a message without text", `{"input":[{"role":"user","content":"hi"},{"role":"user","content":"  "}]}`, "input[1].content", "is empty"},
 		{"no input on a restart", `{"run_id":"r1","if_run_exists":"restart"}`, "input", "is required"},
 		{"unknown field", `{"inptu":"hi"}`, "inptu", "unknown field inptu; known fields: agent, budget, encoding, extra_instructions, if_run_exists, input, max_turns, metadata, output_schema, run_id, session_id"},
 		{"unknown fields", `{"input":"hi","zz":1,"aa":2}`, "aa", "unknown fields aa, zz;"},
