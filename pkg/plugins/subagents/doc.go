@@ -34,8 +34,26 @@
 // ends or is released there. After a resume on another worker, that worker
 // watches the children whose report the transcript does not hold yet (at
 // the parent's next model call or wait_subagents), so a report is
-// delivered even when the parent's first worker died. A report delivered
-// just before such a crash and not yet folded in may arrive twice.
+// delivered even when the parent's first worker died.
+//
+// # Each report exactly once
+//
+// A report is injected with the idempotency key [ReportKey]
+// ("subagent:<child_run_id>"), so the parent's mailbox stores it once
+// however many watchers deliver it — the dead worker's just before it
+// died and its successor's, or one delivery retried — and a report the
+// parent already folded in is not queued again. The loop checkpoints a
+// folded message before it deletes it from the mailbox and skips, on a
+// resume, the messages its transcript already holds, so a crash between
+// the two does not fold it twice either.
+//
+// # Shutdown
+//
+// At the end of a run here the loop closes the plugin ([Plugin.Close]):
+// the watchers of the runs that ended — interrupted by a stopping worker,
+// failed or cancelled — are stopped and waited for, so a worker's Stop,
+// which waits for its runs, leaves no watcher behind. [Plugin.Stop] stops
+// every watcher, for a process that uses the plugin outside a worker.
 //
 // From the agents file:
 //

@@ -195,6 +195,10 @@ func TestReportAfterTheParentMovedWorkers(t *testing.T) {
 	stopCtx, stop := context.WithTimeout(ctx, 15*time.Second)
 	require.NoError(t, w1.Stop(stopCtx))
 	stop()
+	// The parent was released inside wait_subagents, its watcher tailing
+	// the child: the plugin's Close at the run's end stopped the watcher
+	// and waited for it, so none is left once Stop returns.
+	require.Empty(t, watchers(), "w1's subagent watcher outlived its Stop")
 	_, model3 := start("w3", leadAgent)
 	_, err = f.Client.Approve(ctx, childID, "e1", loop.Approve, "")
 	require.NoError(t, err)

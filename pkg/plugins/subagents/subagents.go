@@ -60,7 +60,10 @@ type Plugin struct {
 
 	mu      sync.Mutex
 	parents map[string]*parent // by parent run id
-	wg      sync.WaitGroup
+	// released are parents no longer watched whose watchers may still be
+	// running; the next Close (or Stop) waits for them.
+	released []*parent
+	wg       sync.WaitGroup
 }
 
 // parent is what this process watches for one parent run.
@@ -68,7 +71,14 @@ type parent struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
 	children map[string]*child
+	// run is the run's context (from Setup; nil for a parent watched
+	// outside the loop): once it is done, the run has ended here.
+	run context.Context
+	wg  sync.WaitGroup // the watchers
 }
+
+// closeWait bounds how long Close waits for stopped watchers.
+const closeWait = 10 * time.Second
 
 type child struct {
 	done chan struct{} // closed once the report is delivered (or given up)
@@ -150,9 +160,69 @@ func (p *Plugin) Tools() []*loop.Tool { return p.tools }
 func (p *Plugin) Setup(ctx context.Context, rc *loop.RunContext) error {
 	if rc.RunID != "" {
 		id := rc.RunID
+		p.mu.Lock()
+		p.parent(id).run = ctx
+		p.mu.Unlock()
 		context.AfterFunc(ctx, func() { p.release(id) })
 	}
 	return nil
+}
+
+// Close implements loop.PluginCloser, at the end of a run here: it stops
+// the watchers of every run whose context has ended — a run interrupted
+// by a stopping worker, failed or cancelled — and waits (at most 10
+// seconds) for them and for those of runs released earlier. A worker's
+// Stop waits for its runs, so no watcher outlives it.
+func (p *Plugin) Close(ctx context.Context) error {
+	p.mu.Lock()
+	for id, pr := range p.parents {
+		if pr.run != nil && pr.run.Err() != nil {
+			delete(p.parents, id)
+			pr.cancel()
+			p.released = append(p.released, pr)
+		}
+	}
+	p.mu.Unlock()
+	return p.awaitReleased(ctx, closeWait)
+}
+
+// awaitReleased waits for the watchers of the released parents.
+func (p *Plugin) awaitReleased(ctx context.Context, limit time.Duration) error {
+	p.mu.Lock()
+	prs := p.released
+	p.released = nil
+	p.mu.Unlock()
+	if len(prs) == 0 {
+		return nil
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, pr := range prs {
+			pr.wg.Wait()
+		}
+	}()
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-timer.C:
+		return fmt.Errorf("subagents: watchers still stopping after %s (a child's tail did not close); they end by themselves", limit)
+	case <-ctx.Done():
+		return fmt.Errorf("subagents: waiting for watchers to stop: %w", context.Cause(ctx))
+	}
+}
+
+// parent returns the watch state of a parent run, creating it; p.mu held.
+func (p *Plugin) parent(runID string) *parent {
+	pr := p.parents[runID]
+	if pr == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		pr = &parent{ctx: ctx, cancel: cancel, children: map[string]*child{}}
+		p.parents[runID] = pr
+	}
+	return pr
 }
 
 // Instructions implements loop.PluginInstructions.
@@ -161,12 +231,15 @@ func (p *Plugin) Instructions(context.Context, *loop.RunContext) string {
 }
 
 // Stop stops every watcher and waits for them (for a process shutting
-// down; the parents' next workers take over).
+// down; the parents' next workers take over). The plugin may serve runs
+// again afterwards: a later watch starts afresh.
 func (p *Plugin) Stop() {
 	p.mu.Lock()
-	for _, pr := range p.parents {
+	for id, pr := range p.parents {
+		delete(p.parents, id)
 		pr.cancel()
 	}
+	p.released = nil
 	p.mu.Unlock()
 	p.wg.Wait()
 }
@@ -251,20 +324,17 @@ func ChildRunID(parentID, callID string) string {
 func (p *Plugin) watch(rc *loop.RunContext, childID string) *child {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	pr := p.parents[rc.RunID]
-	if pr == nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		pr = &parent{ctx: ctx, cancel: cancel, children: map[string]*child{}}
-		p.parents[rc.RunID] = pr
-	}
+	pr := p.parent(rc.RunID)
 	if c := pr.children[childID]; c != nil {
 		return c
 	}
 	c := &child{done: make(chan struct{})}
 	pr.children[childID] = c
 	p.wg.Add(1)
+	pr.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
+		defer pr.wg.Done()
 		defer close(c.done)
 		p.deliver(pr.ctx, rc.RunID, childID)
 	}()
@@ -414,6 +484,9 @@ func (p *Plugin) release(parentID string) {
 	p.mu.Lock()
 	pr := p.parents[parentID]
 	delete(p.parents, parentID)
+	if pr != nil {
+		p.released = append(p.released, pr)
+	}
 	p.mu.Unlock()
 	if pr != nil {
 		pr.cancel()
