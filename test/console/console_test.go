@@ -55,6 +55,21 @@ agents:
     script:
       - call: {name: ask_human, args: {question: "Which colour should the report be?"}, id: ask1}
       - text: Blue it is.
+  - name: triage
+    model: scripted
+    handoffs: [billing]
+    script:
+      - call: {name: transfer_to_billing, args: {}, id: hand1}
+  - name: billing
+    model: scripted
+    script:
+      - text: Billing here.
+      - text: Billing here, your refund is on its way.
+  - name: talker
+    model: scripted
+    script:
+      - text: "This answer streams for several seconds, long enough to kill the worker in the middle of it, so that the next worker streams it again."
+        delay_ms: 400
   - name: sleeper
     model: scripted
     tools: [sleep]
@@ -67,10 +82,17 @@ const (
 	token         = "console-test-token"
 	streamed      = "Streaming one word at a time so that the console shows the answer growing."
 	slowStreamed  = "This answer streams slowly enough for the test to cut the connection in the middle of it and see the console resume."
+	talked        = "This answer streams for several seconds, long enough to kill the worker in the middle of it, so that the next worker streams it again."
 	streamSession = "console-session"
 	// finalText is the answer once the run completed, else "".
 	finalText = `document.querySelector('.ev.outcome.completed') ? document.querySelector('.bubble.assistant .text').textContent : ''`
 )
+
+// wordsStreaming is true once the streaming answer has n words.
+func wordsStreaming(n int) string {
+	return `(() => { const el = document.querySelector('.bubble.assistant.streaming .text');
+	  return !!el && el.textContent.trim().split(/\s+/).length >= ` + strconv.Itoa(n) + `; })()`
+}
 
 // eventRequests records the Last-Event-ID of each events request.
 type eventRequests struct {
@@ -294,6 +316,16 @@ func TestConsole(t *testing.T) {
 		require.Contains(t, b.textOf(card+" .tool-result"), "blue, please", "the answer is the tool's result")
 	})
 
+	t.Run("shows a handoff", func(t *testing.T) {
+		b.t = t
+		id := s.submit(t, "triage")
+		b.open(s.gw.URL + "/#/runs/" + id)
+		b.visible("the handoff", `.ev.handoff`, long)
+		require.Contains(t, b.textOf(`.ev.handoff`), "triage → billing")
+		b.visible("the run's completion", `.ev.outcome.completed`, long)
+		require.Contains(t, b.textOf(`.ev.outcome.completed`), "final agent billing")
+	})
+
 	t.Run("injects a message and cancels a run", func(t *testing.T) {
 		b.t = t
 		id := s.submit(t, "sleeper")
@@ -350,21 +382,26 @@ func TestConsole(t *testing.T) {
 
 	t.Run("follows a run across a kill -9 of its worker", func(t *testing.T) {
 		b.t = t
-		id := s.submit(t, "sleeper")
+		id := s.submit(t, "talker")
 		b.open(s.gw.URL + "/#/runs/" + id)
-		b.visible("the start on the victim", `.ev[data-type="run_started"]`, long)
-		require.Contains(t, b.textOf(`.ev[data-type="run_started"]`), "victim")
-		b.visible("the nap tool running", `.tool[data-call-id="nap"][data-state="running"]`, long)
+		b.visible("the start on the victim", `.ev.notice[data-type="run_started"]`, long)
+		require.Contains(t, b.textOf(`.ev.notice[data-type="run_started"]`), "victim")
 
 		s.fleet.StartWorker(worker.Config{Conn: s.fleet.Connect(), Catalog: s.fleet.Catalog, Registry: &loop.Registry{},
 			ID: "survivor", SkipProvision: true})
 		s.waitWorkers(t, "the survivor to announce itself", func(ids []string) bool { return contains(ids, "survivor") })
+		waitFor[bool](b, "a few words streamed by the victim", long, wordsStreaming(3))
 		require.NoError(t, s.victim.Process.Signal(syscall.SIGKILL))
 		_, _ = s.victim.Process.Wait()
+		require.False(t, eval[bool](b, `!!document.querySelector('.ev.outcome')`), "the run finished before the kill: slow the talker agent down")
 
 		b.visible("run_resumed on the survivor", `.ev.resumed`, 60*time.Second)
 		require.Contains(t, b.textOf(`.ev.resumed`), "survivor")
-		b.visible("the run's completion on the survivor", `.ev.outcome.completed`, 60*time.Second)
+		b.present("the victim's half-streamed text discarded", `.ev.discarded`, long)
+		final := waitFor[string](b, "the run's completion on the survivor", 60*time.Second, finalText)
+		require.Equal(t, talked, final)
+		require.Equal(t, 1, eval[int](b, `document.querySelectorAll('.bubble.assistant').length`),
+			"the text streamed before the kill was cleared, not left beside the resumed answer")
 		b.visible("the completed chip", `#run-status .chip-completed`, long)
 		b.screenshot("run-resumed")
 	})

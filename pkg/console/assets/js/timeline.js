@@ -18,7 +18,8 @@ export class Timeline {
     this.el = el;
     this.opts = opts;
     this.calls = new Map(); // call id → {card, body, state, actions}
-    this.cur = {text: null, reasoning: null}; // this turn's streaming blocks
+    this.cur = {text: null, reasoning: null}; // the blocks deltas append to
+    this.unsettled = []; // streamed blocks no message_completed has confirmed yet
     this.injected = []; // [{content, done}] waiting for user_message_injected
   }
 
@@ -50,6 +51,7 @@ export class Timeline {
   }
 
   run_resumed(d, env) {
+    // What streamed before stays until output_discarded voids it.
     this.endTurn();
     this.notice(env, `resumed on ${d.worker || 'another worker'} — attempt ${d.attempt ?? '?'}, from turn ${d.from_turn ?? '?'}`).classList.add('resumed');
   }
@@ -64,7 +66,7 @@ export class Timeline {
   text_delta(d, env) {
     if (!this.cur.text) {
       this.cur.text = h('div', {class: 'text'});
-      this.item(env, 'bubble assistant streaming', h('div', {class: 'who'}, env.agent), this.cur.text);
+      this.unsettled.push(this.item(env, 'bubble assistant streaming', h('div', {class: 'who'}, env.agent), this.cur.text));
     }
     this.cur.text.textContent += d.delta || '';
   }
@@ -72,16 +74,17 @@ export class Timeline {
   reasoning_delta(d, env) {
     if (!this.cur.reasoning) {
       this.cur.reasoning = h('pre', {class: 'text'});
-      this.item(env, 'reasoning streaming', h('details', {open: true}, h('summary', {}, 'reasoning'), this.cur.reasoning));
+      this.unsettled.push(this.item(env, 'reasoning streaming', h('details', {open: true}, h('summary', {}, 'reasoning'), this.cur.reasoning)));
     }
     this.cur.reasoning.textContent += d.delta || '';
   }
 
+  // output_discarded voids what streamed since the last assembled
+  // message: a retried turn, or the turn a crashed worker was streaming.
   output_discarded(d, env) {
-    for (const k of ['text', 'reasoning']) {
-      this.cur[k]?.closest('.ev')?.remove();
-      this.cur[k] = null;
-    }
+    for (const el of this.unsettled) el.remove();
+    this.unsettled = [];
+    this.cur = {text: null, reasoning: null};
     this.notice(env, 'streamed output discarded (the turn is tried again)').classList.add('discarded');
   }
 
@@ -97,6 +100,7 @@ export class Timeline {
     this.settle('reasoning', reasoning.join('\n'), env, () => h('details', {}, h('summary', {}, 'reasoning'), h('pre', {class: 'text'})));
     this.settle('text', texts.join(''), env, () => [h('div', {class: 'who'}, env.agent), h('div', {class: 'text'})]);
     this.cur = {text: null, reasoning: null};
+    this.unsettled = [];
   }
 
   settle(kind, text, env, make) {
