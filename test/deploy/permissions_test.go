@@ -95,6 +95,11 @@ func TestPermissions(t *testing.T) {
 	tailer := connectAs(t, userURL("tail"))
 	tc, err := client.New(tailer, client.Options{})
 	require.NoError(t, err)
+	page, err := c.ListRuns(ctx, &bus.RunsListRequest{Agent: "demo"})
+	require.NoError(t, err, "the submitter lists runs")
+	require.NotEmpty(t, page.Runs)
+	_, err = c.DescribeRun(ctx, runID)
+	require.NoError(t, err, "the submitter describes its run")
 	tailed := tailToEnd(t, ctx, tc, runID)
 	require.Equal(t, len(envs), len(tailed), "the tail-only user sees every event")
 
@@ -114,6 +119,23 @@ func TestPermissions(t *testing.T) {
 	require.Error(t, err, "the tail-only user decided a call")
 	log.waitViolation(t, ctx, "tail", "lovia.api.run."+gated+".approve")
 	log.forget("/user:tail")
+	// The approver finds the run among those awaiting a decision, and
+	// describes it.
+	waitFor(t, ctx, "the approver's listing to show the gated run awaiting", func() error {
+		page, err := ac.ListRuns(ctx, &bus.RunsListRequest{Awaiting: true})
+		if err != nil {
+			return err
+		}
+		for _, r := range page.Runs {
+			if r.RunID == gated {
+				return nil
+			}
+		}
+		return fmt.Errorf("%d runs awaiting, not %s", len(page.Runs), gated)
+	})
+	desc, err := ac.DescribeRun(ctx, gated)
+	require.NoError(t, err, "the approver describes the run")
+	require.Equal(t, gated, desc.RunID)
 	dec, err := ac.Approve(ctx, gated, "c1", loop.Approve, "looks fine")
 	require.NoError(t, err)
 	require.True(t, dec.Accepted, "the approver's decision")
