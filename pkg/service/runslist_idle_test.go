@@ -21,26 +21,7 @@ import (
 func TestRunIndexStopsWhenIdle(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	emb, err := broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = emb.Shutdown(sctx)
-	})
-	nc, err := emb.Connect()
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	_, err = bus.Provision(ctx, js, bus.ProvisionConfig{})
-	require.NoError(t, err)
-	st, err := store.Open(ctx, js, store.Config{})
-	require.NoError(t, err)
-	_, err = st.Runs().Create(ctx, lifecycle.Submit(lifecycle.Submission{RunID: "r1", Agent: "a"}))
-	require.NoError(t, err)
-	api, err := NewAPI(Config{Conn: nc, Store: st})
-	require.NoError(t, err)
+	api := oneRunAPI(t)
 	api.index.idleAfter = 300 * time.Millisecond
 	svc := New(api)
 	require.NoError(t, svc.Start(ctx))
@@ -67,7 +48,7 @@ func TestRunIndexStopsWhenIdle(t *testing.T) {
 	require.True(t, running())
 	require.NoError(t, svc.Stop(ctx))
 	require.False(t, running())
-	_, err = api.ListRuns(ctx, &bus.RunsListRequest{})
+	_, err := api.ListRuns(ctx, &bus.RunsListRequest{})
 	require.ErrorContains(t, err, "stopping")
 }
 
@@ -77,26 +58,7 @@ func TestRunIndexStopsWhenIdle(t *testing.T) {
 func TestWarmRunIndexStaysLive(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	emb, err := broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = emb.Shutdown(sctx)
-	})
-	nc, err := emb.Connect()
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	_, err = bus.Provision(ctx, js, bus.ProvisionConfig{})
-	require.NoError(t, err)
-	st, err := store.Open(ctx, js, store.Config{})
-	require.NoError(t, err)
-	_, err = st.Runs().Create(ctx, lifecycle.Submit(lifecycle.Submission{RunID: "r1", Agent: "a"}))
-	require.NoError(t, err)
-	api, err := NewAPI(Config{Conn: nc, Store: st})
-	require.NoError(t, err)
+	api := oneRunAPI(t)
 	svc := New(api)
 	require.NoError(t, svc.Start(ctx))
 	require.NoError(t, api.WarmRunIndex(ctx))
@@ -121,4 +83,32 @@ func TestWarmRunIndexStaysLive(t *testing.T) {
 	require.NoError(t, svc.Stop(ctx))
 	_, _, ok := api.RunCounts()
 	require.False(t, ok, "the index outlived the service")
+}
+
+// oneRunAPI returns an API (not serving) on a fresh server whose run
+// index holds one queued run, r1.
+func oneRunAPI(t *testing.T) *API {
+	t.Helper()
+	ctx := context.Background()
+	emb, err := broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = emb.Shutdown(sctx)
+	})
+	nc, err := emb.Connect()
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	_, err = bus.Provision(ctx, js, bus.ProvisionConfig{})
+	require.NoError(t, err)
+	st, err := store.Open(ctx, js, store.Config{})
+	require.NoError(t, err)
+	_, err = st.Runs().Create(ctx, lifecycle.Submit(lifecycle.Submission{RunID: "r1", Agent: "a"}))
+	require.NoError(t, err)
+	api, err := NewAPI(Config{Conn: nc, Store: st})
+	require.NoError(t, err)
+	return api
 }
