@@ -36,7 +36,9 @@
 // read. Session appends are creates keyed by run id (the first write wins).
 // Mailbox pushes are creates keyed by token; a drain deletes each message
 // conditionally on the revision it read, so concurrent drainers never share
-// a message; FIFO follows the server's revision order.
+// a message; FIFO follows the server's revision order. [Mailbox.PushKey]
+// derives the token from an idempotency key, and a consumed keyed message
+// leaves a spent record, so one key queues one message per run, ever.
 //
 // # Cleanup
 //
