@@ -39,8 +39,9 @@ func TestInjectWithKeyIsAppliedOnce(t *testing.T) {
 
 	code, data := post(`{"content": "x", "key": "` + strings.Repeat("k", bus.MaxInjectKeyLen+1) + `"}`)
 	require.Equal(t, http.StatusBadRequest, code, string(data))
-	_, msg, _ := apiError(t, data)
+	_, msg, hint := apiError(t, data)
 	require.Contains(t, msg, "key: is 257 bytes, over the 256-byte limit")
+	require.NotEmpty(t, hint)
 
 	var injected []string
 	evs := sse.events()
