@@ -88,6 +88,37 @@ const (
 	finalText = `document.querySelector('.ev.outcome.completed') ? document.querySelector('.bubble.assistant .text').textContent : ''`
 )
 
+// syntheticEvents feeds the run page's timeline events no scripted run
+// produces (a compaction, a failed call, a failed todo_write, unknown
+// types, missing data, markup in text) and reports what it shows.
+const syntheticEvents = `(async () => {
+  const {Timeline} = await import('/console/js/timeline.js');
+  const el = document.createElement('div');
+  const todo = document.createElement('section');
+  todo.hidden = true;
+  todo.append(document.createElement('ol'));
+  document.body.append(el, todo);
+  const tl = new Timeline(el, {todo, decide: async () => ({accepted: true}), onTerminal: () => {}});
+  const hostile = '<img src=x onerror="window.pwned=true">';
+  const events = [
+    ['run_started', {worker: hostile, input: [{kind: 'input', role: 'user', content: hostile}]}],
+    ['turn_started', {turn: 1}],
+    ['text_delta', {delta: hostile}],
+    ['message_completed', {entries: [{kind: 'assistant_text', text: hostile}, {kind: 'tool_call', call_id: 'f1', name: 'read_page', arguments: '{"url": "' + hostile + '"}'}]}],
+    ['tool_call_failed', {call: {id: 'f1', name: 'read_page', arguments: '{}'}, error: {type: 'Timeout', message: 'took too long', hint: 'retry with a smaller page'}}],
+    ['tool_call_completed', {call: {id: 't1', name: 'todo_write', arguments: 'not json'}, result: 'bad list', output: 'bad list', is_error: true}],
+    ['context_compacted', {notice: {reason: 'threshold', reactive: false, summary: 'the summary so far', tokens_before: 9000, tokens_after: 1200}, entries_before: 40, entries_after: 6}],
+    ['approval_resolved', {call_id: 'gone', decision: 'approve', reason: ''}],
+    ['something_new', {x: 1}],
+    ['constructor', {}],
+    ['text_delta', null],
+    ['handoff_occurred', undefined],
+  ];
+  let seq = 0;
+  for (const [type, data] of events) tl.add({seq: ++seq, type, agent: 'a', turn: 1, time: new Date().toISOString(), data});
+  return {text: el.textContent, elements: el.querySelectorAll('img, script').length, pwned: window.pwned === true, todo_shown: !todo.hidden};
+})()`
+
 // wordsStreaming is true once the streaming answer has n words.
 func wordsStreaming(n int) string {
 	return `(() => { const el = document.querySelector('.bubble.assistant.streaming .text');
@@ -427,6 +458,29 @@ func TestConsole(t *testing.T) {
 		b.open(s.gw.URL + "/#/workers")
 		b.visible("the survivor in the workers table", `#workers tr[data-worker="survivor"]`, long)
 		b.screenshot("workers")
+	})
+
+	t.Run("renders odd and hostile events as text, without failing", func(t *testing.T) {
+		b.t = t
+		b.open(s.gw.URL + "/#/agents")
+		type rendered struct {
+			Text      string `json:"text"`
+			Elements  int    `json:"elements"`
+			Pwned     bool   `json:"pwned"`
+			TodoShown bool   `json:"todo_shown"`
+		}
+		got := run(b, "feeding synthetic events to the timeline", long, chromedp.Evaluate[rendered](syntheticEvents, chromedp.EvalAwaitPromise))
+		require.False(t, got.Pwned, "markup in event data never runs")
+		require.Zero(t, got.Elements, "markup in event data is shown as text: no <img> or <script> element")
+		require.Contains(t, got.Text, `<img src=x onerror="window.pwned=true">`)
+		require.Contains(t, got.Text, "context compacted (threshold): 9000 → 1200 tokens, 40 → 6 entries")
+		require.Contains(t, got.Text, "the summary so far")
+		require.Contains(t, got.Text, "Timeout: took too long")
+		require.Contains(t, got.Text, "retry with a smaller page")
+		require.Contains(t, got.Text, "event something_new")
+		require.Contains(t, got.Text, "event constructor")
+		require.Contains(t, got.Text, "call gone approved")
+		require.False(t, got.TodoShown, "a failed todo_write leaves the todo list as it was (none)")
 	})
 
 	t.Run("works from another origin", func(t *testing.T) {

@@ -215,7 +215,7 @@ export class Timeline {
   }
 
   handoff_occurred(d, env) {
-    this.notice(env, `handoff: ${d.from_agent} → ${d.to_agent}`).classList.add('handoff');
+    this.notice(env, `handoff: ${d.from_agent || '?'} → ${d.to_agent || '?'}`).classList.add('handoff');
   }
 
   context_compacted(d, env) {
