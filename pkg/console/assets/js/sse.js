@@ -9,6 +9,11 @@ import {sleep} from './dom.js';
 
 const TERMINAL = new Set(['run_completed', 'run_failed']);
 
+// SILENCE_MS is how long a stream may stay silent before it is taken for
+// dead and reopened: the gateway writes a keep-alive comment after each
+// heartbeat (15 s by default) without events.
+const SILENCE_MS = 45000;
+
 export class RunStream {
   // onEvent(envelope) gets each event once, in seq order; onState(state,
   // detail) gets 'connecting', 'live', 'reconnecting' (detail: the error),
@@ -55,9 +60,34 @@ export class RunStream {
     this.connects++;
     const headers = authHeaders({Accept: 'text/event-stream'});
     if (this.lastID > 0) headers['Last-Event-ID'] = String(this.lastID);
+    // This connection ends with stop, or when it stays silent too long (a
+    // connection that died without a reset never ends on its own).
+    const conn = new AbortController();
+    const onStop = () => conn.abort();
+    this.ctl.signal.addEventListener('abort', onStop, {once: true});
+    let silent = false;
+    let timer = null;
+    const alive = () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => { silent = true; conn.abort(); }, SILENCE_MS);
+    };
+    try {
+      alive();
+      return await this.read(headers, conn.signal, alive);
+    } catch (e) {
+      if (silent) throw Object.assign(new Error(`the event stream was silent for ${SILENCE_MS / 1000}s`), {type: 'StreamSilent'});
+      throw e;
+    } finally {
+      clearTimeout(timer);
+      this.ctl.signal.removeEventListener('abort', onStop);
+    }
+  }
+
+  // read opens the stream and reads it; alive() is called on every chunk.
+  async read(headers, signal, alive) {
     let res;
     try {
-      res = await fetch(base() + '/v1/runs/' + enc(this.runID) + '/events', {headers, signal: this.ctl.signal, cache: 'no-store'});
+      res = await fetch(base() + '/v1/runs/' + enc(this.runID) + '/events', {headers, signal, cache: 'no-store'});
     } catch (e) {
       throw e.name === 'AbortError' ? e : unreachable(e);
     }
@@ -78,6 +108,7 @@ export class RunStream {
       for (;;) {
         const {value, done} = await reader.read();
         if (done) break;
+        alive();
         buf += value;
         let nl;
         while ((nl = buf.indexOf('\n')) >= 0) {
@@ -99,7 +130,7 @@ export class RunStream {
         }
       }
     } catch (e) {
-      if (e.name === 'AbortError') throw e;
+      if (e.name === 'AbortError' || e.fatal !== undefined || e.type) throw e;
       throw Object.assign(new Error('the event stream broke: ' + e.message), {type: 'StreamBroken'});
     }
     if (ended) return true;
@@ -115,11 +146,23 @@ export class RunStream {
       try { body = JSON.parse(data).error || {}; } catch { /* keep it empty */ }
       throw Object.assign(new Error(body.message || 'the event stream failed'), {type: body.type, hint: body.hint});
     }
-    const env = JSON.parse(data);
+    let env;
+    try {
+      env = JSON.parse(data);
+    } catch (e) {
+      console.warn('lovia console: skipping an event that is not JSON', ev.id, e);
+      if (Number(ev.id) > this.lastID) this.lastID = Number(ev.id);
+      return false;
+    }
     const seq = Number(ev.id || env.seq);
     if (seq && seq <= this.lastID) return false; // already shown
     if (seq) this.lastID = seq;
-    this.onEvent(env);
+    try {
+      this.onEvent(env);
+    } catch (e) {
+      // A drawing bug must not stop the stream: the next events still show.
+      console.error('lovia console: drawing event', seq, env.type, e);
+    }
     return TERMINAL.has(env.type);
   }
 }
