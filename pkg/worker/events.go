@@ -179,7 +179,11 @@ func (s *eventSink) publishOne(ctx context.Context, ev loop.Event) bool {
 		}
 		s.w.m.started.WithLabelValues(s.agent).Inc()
 		out = &bus.RunStarted{RunStarted: *e, Worker: s.w.cfg.ID, ParentRunID: s.parent}
-		flush = true
+		// Flushed alone, so that a seq another writer stored first stops
+		// the run before it publishes more — except for a run its claim
+		// found never claimed: no other writer has published it, and the
+		// flush before its first checkpoint stores run_started too.
+		flush = !s.d.unclaimed
 	case *loop.TurnStarted:
 		s.turnT0 = time.Now()
 	case *loop.MessageCompleted:

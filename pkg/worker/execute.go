@@ -269,8 +269,6 @@ func (w *Worker) claimed(ctx context.Context, d *delivery, req *bus.RunRequest, 
 		w.release(ctx, x, w.cfg.ReconnectGrace, "its pinned agents are unavailable")
 		return nil, lifecycle.Verdict{Settle: lifecycle.Leave}
 	}
-	w.own(ctx, x)
-
 	// The last event was just read from the stream leader: the publisher
 	// continues after it without asking again.
 	var lastSeq uint64
@@ -293,6 +291,8 @@ func (w *Worker) claimed(ctx context.Context, d *delivery, req *bus.RunRequest, 
 	rp.SetRequest(seq)
 	rp.SetTrace(bus.TraceContextOf(ctx)) // the claim's
 	x.rp = rp
+	// Last, once nothing can drop x: its clean-up clears the record.
+	w.own(ctx, x)
 	return x, lifecycle.Verdict{}
 }
 
@@ -314,14 +314,22 @@ func (w *Worker) own(ctx context.Context, x *execution) {
 	if ack == "" {
 		return
 	}
-	// The record is cleared by the revision this execution set; when that
-	// is unknown (the put's reply was lost: it may have landed), by
-	// whatever revision is there.
-	rev, err := w.st.Control().SetOwner(ctx, w.cfg.ID, x.runID, ack)
-	if err != nil {
-		d.log.Warn("recording run ownership failed; a crash of this worker will be noticed after the ack wait only", "error", err)
-	}
+	// The record is written while the run starts (it only speeds up a
+	// takeover: until it is stored, a crash of this worker is noticed
+	// after the ack wait, as when the put fails), and cleared by the
+	// revision this execution set; when that is unknown (the put's reply
+	// was lost: it may have landed), by whatever revision is there. The
+	// clean-up waits for the put.
+	set := make(chan uint64, 1)
+	go func() {
+		rev, err := w.st.Control().SetOwner(ctx, w.cfg.ID, x.runID, ack)
+		if err != nil {
+			d.log.Warn("recording run ownership failed; a crash of this worker will be noticed after the ack wait only", "error", err)
+		}
+		set <- rev
+	}()
 	x.cleanup = append(x.cleanup, func() {
+		rev := <-set
 		cctx, cancel := context.WithTimeout(context.Background(), w.cfg.StoreTimeout)
 		defer cancel()
 		_ = w.st.Control().ClearOwnerAt(cctx, w.cfg.ID, x.runID, rev)
