@@ -19,8 +19,9 @@
 //
 // # Bounded cost
 //
-// A checkpoint append writes the new entries as one batch key and replaces a
-// small head key; a session append writes one segment key. Neither rewrites
+// A checkpoint append writes one message, a segment key holding the new
+// entries and the head after them; a session append writes one segment
+// key. Neither rewrites
 // what is stored, so a write costs the same at turn 200 as at turn 2
 // (BenchmarkCheckpointAppend). Values are msgpack. A value larger than one
 // message (the server's max payload, 1 MiB by default) is split over chunk
@@ -29,11 +30,13 @@
 //
 // # Fencing and idempotency
 //
-// [Checkpointer.Append] is a compare-and-set on the head's KV revision (a
-// create when the writer saw none). A worker that lost its run gets an error
-// matching [loop.ErrFenced], and nothing it wrote becomes visible: batches
-// chain backwards from the head, so a batch no head references is never
-// read. Session appends are creates keyed by run id (the first write wins).
+// [Checkpointer.Append] is a compare-and-set on the revision of the run's
+// last segment (JetStream's expected last sequence for the subject filter of
+// the run's segments; none when the writer saw none). A worker that lost its
+// run gets an error matching [loop.ErrFenced] and writes nothing. (Runs
+// stored by earlier releases, a head key and batch keys, are continued in
+// that layout: a compare-and-set on the head, batches chained backwards
+// from it.) Session appends are creates keyed by run id (the first write wins).
 // Mailbox pushes are creates keyed by token; a drain deletes each message
 // conditionally on the revision it read, so concurrent drainers never share
 // a message; FIFO follows the server's revision order. [Mailbox.PushKey]
@@ -44,10 +47,11 @@
 //
 // Every key of a run or session begins with its id, and removal is one
 // subject purge of the id's keys: [Checkpointer.Delete], [Session.Clear],
-// [Mailbox.Clear] and [Runs.Delete] remove chunks, and batches orphaned by
-// fenced or crashed writers, along with the data. A fenced writer's batch is
-// purged at once when the refusal is certain; what a crash leaves stays
-// until that id's purge.
+// [Mailbox.Clear] and [Runs.Delete] remove chunks, and chunks or batches
+// orphaned by fenced or crashed writers, along with the data. A fenced
+// writer's chunks (and, in the earlier layout, batch) are purged at once
+// when the refusal is certain; what a crash leaves stays until that id's
+// purge.
 //
 // # Errors and deadlines
 //
@@ -77,7 +81,7 @@
 // # Permissions
 //
 // Besides puts and gets on $KV.<bucket>.>, the stores create short-lived
-// ordered consumers to list a run's batches, a session's segments and a
+// ordered consumers to list a run's checkpoint segments, a session's segments and a
 // mailbox's messages ($JS.API.CONSUMER.CREATE.KV_<bucket>.>), and purge
 // subjects of the buckets' streams ($JS.API.STREAM.PURGE.KV_<bucket>).
 package store
