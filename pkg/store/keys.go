@@ -14,7 +14,7 @@ import (
 //	checkpoints  <run>.c.<n>                 append n: the head after it, its entries and their base (CAS on <run>.c.*)
 //	             <run>.head, <run>.b.<seq>.<nonce>  earlier releases' layout: head (CAS) and one batch per append; read and continued
 //	sessions     <session>.s.<run>           one segment (Create: first write wins)
-//	mailbox      <run>.m.<token>             one queued message (Create; Delete by revision)
+//	mailbox      <run>.m.<token>             one queued message (Create; Delete by revision); a keyed one (token k-<hex>) is left spent, not deleted
 //	runs         <run>.rec                   the run's index record (CAS)
 //	any bucket   <id>.x.<nonce>.<i>          chunk i of a value too large for one message
 

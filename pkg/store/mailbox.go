@@ -151,8 +151,8 @@ func (m *Mailbox) take(ctx context.Context, e jetstream.KeyValueEntry, keyed boo
 }
 
 // Remove withdraws a queued message. It reports false when the token is
-// not queued: never pushed, removed or drained already, taken by a
-// concurrent Drain, or taken by the run (Peek).
+// not queued: never pushed, removed or drained already (for a keyed
+// message: spent), taken by a concurrent Drain, or taken by the run (Peek).
 func (m *Mailbox) Remove(ctx context.Context, token string) (bool, error) {
 	return m.remove(ctx, "mailbox remove", token, false)
 }
