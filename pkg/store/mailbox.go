@@ -77,8 +77,8 @@ const MaxKeyLen = 256
 const keyTokenPrefix = "k-"
 
 // KeyToken returns the mailbox token of the messages pushed with an
-// idempotency key: "k-" and 32 hex digits of the key's SHA-256, a valid
-// token whatever the key's characters.
+// idempotency key: "k-" and the first 32 hex digits of the key's SHA-256,
+// a valid token whatever the key's characters.
 func KeyToken(key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return keyTokenPrefix + hex.EncodeToString(sum[:16])
