@@ -51,8 +51,8 @@
 //
 // At the end of a run here the loop closes the plugin ([Plugin.Close]):
 // the watchers of the runs that ended — interrupted by a stopping worker,
-// failed or cancelled — are stopped and waited for, so a worker's Stop,
-// which waits for its runs, leaves no watcher behind. [Plugin.Stop] stops
+// or cancelled — are stopped and waited for, so a worker's Stop, which
+// waits for its runs, leaves no watcher of them behind. [Plugin.Stop] stops
 // every watcher, for a process that uses the plugin outside a worker.
 //
 // From the agents file:

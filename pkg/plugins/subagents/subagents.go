@@ -170,9 +170,12 @@ func (p *Plugin) Setup(ctx context.Context, rc *loop.RunContext) error {
 
 // Close implements loop.PluginCloser, at the end of a run here: it stops
 // the watchers of every run whose context has ended — a run interrupted
-// by a stopping worker, failed or cancelled — and waits (at most 10
-// seconds) for them and for those of runs released earlier. A worker's
-// Stop waits for its runs, so no watcher outlives it.
+// by a stopping worker, or cancelled — and waits (at most 10 seconds) for
+// them and for those of runs released earlier. A worker's Stop waits for
+// its runs, so no watcher of a run it interrupted outlives it. A run that
+// completed or failed here (its context ends just after Close) has its
+// watchers stopped by Setup's hook; the next Close, or Stop, waits for
+// them.
 func (p *Plugin) Close(ctx context.Context) error {
 	p.mu.Lock()
 	for id, pr := range p.parents {
