@@ -460,6 +460,27 @@ func TestConsole(t *testing.T) {
 		b.screenshot("workers")
 	})
 
+	t.Run("pages and filters the runs list", func(t *testing.T) {
+		b.t = t
+		rows := `document.querySelectorAll('#runs-list tbody tr')`
+		b.open(s.gw.URL + "/#/runs?limit=3")
+		waitFor[bool](b, "a first page of 3 runs", long, rows+`.length === 3`)
+		b.visible("the load-more button", "#runs-more", long)
+		b.do("loading the next page", long, chromedp.Click(chromedp.CSS("#runs-more")))
+		waitFor[bool](b, "the second page under the first", long, rows+`.length === 6`)
+		require.Equal(t, 6, eval[int](b, `new Set([...`+rows+`].map((r) => r.dataset.runId)).size`), "no run twice across pages")
+
+		b.open(s.gw.URL + "/#/runs?agent=gated")
+		waitFor[bool](b, "the gated agent's runs only", long,
+			`(() => { const r = [...`+rows+`]; return r.length > 0 && r.every((tr) => tr.children[1].textContent.startsWith('gated')); })()`)
+
+		b.open(s.gw.URL + "/#/runs?since=" + time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
+		b.visible("no run in a time range still to come", "#runs-list .empty", long)
+		b.open(s.gw.URL + "/#/runs?since=yesterday")
+		b.visible("the gateway's refusal of a bad time, with its hint", "#runs-list .error .hint", long)
+		require.Contains(t, b.textOf("#runs-list .error"), "RFC 3339")
+	})
+
 	t.Run("renders odd and hostile events as text, without failing", func(t *testing.T) {
 		b.t = t
 		b.open(s.gw.URL + "/#/agents")

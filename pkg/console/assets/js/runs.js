@@ -5,7 +5,15 @@ import {enc, get, missingRoute, post, recentRuns, rememberRun} from './api.js';
 import {ago, chip, clear, errorBox, h} from './dom.js';
 
 const STATUSES = ['queued', 'running', 'parked', 'completed', 'failed'];
-const FILTERS = ['agent', 'status', 'session', 'worker', 'awaiting'];
+const FILTERS = ['agent', 'status', 'session', 'worker', 'parent', 'since', 'until', 'awaiting', 'limit'];
+const PAGE = '50';
+
+// localInput is an RFC 3339 time as a datetime-local input's value; isoOf the reverse.
+const localInput = (iso) => {
+  const d = new Date(iso);
+  return Number.isNaN(d.getTime()) ? '' : new Date(d.getTime() - d.getTimezoneOffset() * 60000).toISOString().slice(0, 16);
+};
+const isoOf = (local) => (local ? new Date(local).toISOString() : '');
 const REFRESH_MS = 3000;
 
 export function render(main, {query}) {
@@ -17,6 +25,9 @@ export function render(main, {query}) {
     h('select', {name: 'status', id: 'filter-status'}, h('option', {value: ''}, 'any status'), STATUSES.map((s) => h('option', {value: s}, s))),
     h('input', {name: 'session', placeholder: 'session id', value: filters.session}),
     h('input', {name: 'worker', placeholder: 'worker id', value: filters.worker}),
+    h('input', {name: 'parent', placeholder: 'parent run id', value: filters.parent}),
+    h('label', {class: 'check'}, 'from', h('input', {type: 'datetime-local', name: 'since', value: localInput(filters.since)})),
+    h('label', {class: 'check'}, 'to', h('input', {type: 'datetime-local', name: 'until', value: localInput(filters.until)})),
     h('label', {class: 'check'}, h('input', {type: 'checkbox', name: 'awaiting', checked: filters.awaiting === 'true'}), 'awaiting a person'),
     h('button', {type: 'submit'}, 'Filter'),
     h('label', {class: 'check'}, h('input', {type: 'checkbox', id: 'auto-refresh', checked: true}), 'auto-refresh'));
@@ -34,13 +45,16 @@ export function render(main, {query}) {
 
   let cursor = '';
   let pages = 1;
+  let gen = 0; // the latest load: a slower, older reply must not overwrite a newer one
   const load = async (append) => {
+    const mine = ++gen;
     const q = new URLSearchParams();
     for (const f of FILTERS) if (filters[f]) q.set(f, filters[f]);
-    q.set('limit', '50');
+    if (!q.has('limit')) q.set('limit', PAGE);
     if (append) q.set('cursor', cursor);
     try {
       const rep = await get('/v1/runs?' + q, {signal: ctl.signal});
+      if (mine !== gen) return;
       drawChips(chips, rep.counts || {}, filters, apply);
       if (!append) clear(list).append(table());
       const body = list.querySelector('tbody');
@@ -50,7 +64,7 @@ export function render(main, {query}) {
       more.hidden = !cursor;
       updated.textContent = 'updated ' + new Date().toLocaleTimeString();
     } catch (e) {
-      if (e.name === 'AbortError') return;
+      if (e.name === 'AbortError' || mine !== gen) return;
       clear(list);
       if (missingRoute(e)) {
         list.append(h('div', {class: 'notice', id: 'runs-unlisted'},
@@ -75,6 +89,9 @@ export function render(main, {query}) {
     filters.status = form.status.value;
     filters.session = form.session.value.trim();
     filters.worker = form.worker.value.trim();
+    filters.parent = form.parent.value.trim();
+    filters.since = isoOf(form.since.value);
+    filters.until = isoOf(form.until.value);
     filters.awaiting = form.awaiting.checked ? 'true' : '';
     apply();
   });
