@@ -63,20 +63,21 @@ export class Timeline {
 
   turn_ended() { /* the next turn_started or message_completed says enough */ }
 
+  // Deltas append to one text node (appendData), not by rewriting the text.
   text_delta(d, env) {
     if (!this.cur.text) {
-      this.cur.text = h('div', {class: 'text'});
+      this.cur.text = h('div', {class: 'text'}, document.createTextNode(''));
       this.unsettled.push(this.item(env, 'bubble assistant streaming', h('div', {class: 'who'}, env.agent), this.cur.text));
     }
-    this.cur.text.textContent += d.delta || '';
+    this.cur.text.firstChild.appendData(d.delta || '');
   }
 
   reasoning_delta(d, env) {
     if (!this.cur.reasoning) {
-      this.cur.reasoning = h('pre', {class: 'text'});
+      this.cur.reasoning = h('pre', {class: 'text'}, document.createTextNode(''));
       this.unsettled.push(this.item(env, 'reasoning streaming', h('details', {open: true}, h('summary', {}, 'reasoning'), this.cur.reasoning)));
     }
-    this.cur.reasoning.textContent += d.delta || '';
+    this.cur.reasoning.firstChild.appendData(d.delta || '');
   }
 
   // output_discarded voids what streamed since the last assembled
