@@ -38,7 +38,7 @@ func newTenants(cfg Config) (*Gateway, error) {
 			return nil, err
 		}
 		tg.tenant = t.Name
-		tg.drain = g.drain // Stop ends every tenant's event streams
+		tg.drain = g.drain                  // Stop ends every tenant's event streams
 		tg.handler = tg.traced(tg.routes()) // tracing.go
 		g.tenants = append(g.tenants, tg)
 	}
