@@ -204,8 +204,9 @@ func runApprove(ctx context.Context, env *Env, args []string) int {
 
 // runInject queues a steering message.
 func runInject(ctx context.Context, env *Env, args []string) int {
-	fs := flagSet(env, "inject", "[--nats URL] RUN_ID TEXT")
+	fs := flagSet(env, "inject", "[--nats URL] [--key KEY] RUN_ID TEXT")
 	nf := addNATSFlags(fs, env)
+	key := fs.String("key", "", "idempotency key: a second inject with the same key into the run is a no-op that prints the first one's token (safe to retry)")
 	pos, ok := parse(fs, args)
 	if !ok {
 		return ExitUsage
@@ -220,7 +221,11 @@ func runInject(ctx context.Context, env *Env, args []string) int {
 	defer nc.Close()
 	rctx, cancel := requestCtx(ctx)
 	defer cancel()
-	tok, err := c.Inject(rctx, pos[0], strings.Join(pos[1:], " "))
+	var opts []bus.InjectOption
+	if *key != "" {
+		opts = append(opts, bus.InjectKey(*key))
+	}
+	tok, err := c.Inject(rctx, pos[0], strings.Join(pos[1:], " "), opts...)
 	if err != nil {
 		return fail(env.Stderr, err)
 	}
