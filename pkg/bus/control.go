@@ -293,10 +293,19 @@ type AgentInfo struct {
 	Model    string   `json:"model" msgpack:"model"`
 	Tools    []string `json:"tools" msgpack:"tools"`
 	Handoffs []string `json:"handoffs" msgpack:"handoffs"`
+	// Instructions are the agent's instructions as its agents file or
+	// registry entry gives them (before plugins add theirs), capped at
+	// MaxAgentInstructions bytes.
+	Instructions string `json:"instructions,omitempty" msgpack:"instructions,omitempty"`
 	// Schemas are the agent's resolved tools — built-in, MCP, tool
 	// services — with their JSON Schemas, as a run would get them now.
 	Schemas []loop.ToolSchema `json:"schemas,omitempty" msgpack:"schemas,omitempty"`
 }
+
+// MaxAgentInstructions caps AgentInfo.Instructions: an agents list (and
+// each worker's fleet announcement, refreshed every few seconds) stays
+// small whatever the instructions' length.
+const MaxAgentInstructions = 8 << 10
 
 // Validate checks every agent name.
 func (r *AgentsReply) Validate() error {

@@ -11,9 +11,11 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/loop"
 	"github.com/lovia-fleet/lovia/pkg/loop/scripted"
 	"github.com/lovia-fleet/lovia/pkg/tools"
@@ -86,6 +88,32 @@ func (c *Catalog) Infos() []Info {
 		out = append(out, Info{Name: n, Model: s.Model, Tools: nonNil(s.Tools), Handoffs: nonNil(s.Handoffs)})
 	}
 	return out
+}
+
+// AgentInfos describes the agents as the agents list (`<p>.api.agents`,
+// GET /v1/agents) and the fleet announcements give them: each with its
+// instructions (capped at bus.MaxAgentInstructions) and its resolved tools'
+// schemas, sorted by name.
+func (c *Catalog) AgentInfos() []bus.AgentInfo {
+	out := make([]bus.AgentInfo, 0, len(c.names))
+	for _, in := range c.Infos() {
+		out = append(out, bus.AgentInfo{Name: in.Name, Model: in.Model, Tools: in.Tools, Handoffs: in.Handoffs,
+			Instructions: capText(c.agents[in.Name].Spec.Instructions, bus.MaxAgentInstructions), Schemas: c.ToolSchemas(in.Name)})
+	}
+	return out
+}
+
+// capText cuts s to at most n bytes, on a rune boundary, marking the cut.
+func capText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = "\n…(cut)"
+	cut := n - len(mark)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
 }
 
 func nonNil(s []string) []string {

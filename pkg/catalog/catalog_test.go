@@ -2,10 +2,13 @@ package catalog
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/loop"
 	"github.com/lovia-fleet/lovia/pkg/tools"
 )
@@ -87,4 +90,25 @@ func TestParseErrors(t *testing.T) {
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
+}
+
+// TestAgentInfos: the agents list names each agent's instructions (capped,
+// on a rune boundary, the cut marked) and its tools' schemas.
+func TestAgentInfos(t *testing.T) {
+	c, err := Parse([]byte(file), opts(t))
+	require.NoError(t, err)
+	infos := c.AgentInfos()
+	require.Len(t, infos, 2)
+	require.Equal(t, "billing", infos[0].Name)
+	require.Empty(t, infos[0].Instructions)
+	require.Equal(t, "You are a support agent.", infos[1].Instructions)
+	require.Len(t, infos[1].Schemas, 2)
+	require.Equal(t, "echo", infos[1].Schemas[0].Name)
+
+	long := strings.Repeat("é", bus.MaxAgentInstructions) // 2 bytes each
+	got := capText(long, bus.MaxAgentInstructions)
+	require.LessOrEqual(t, len(got), bus.MaxAgentInstructions)
+	require.True(t, utf8.ValidString(got), "the cut splits no rune")
+	require.True(t, strings.HasSuffix(got, "…(cut)"))
+	require.Equal(t, "short", capText("short", bus.MaxAgentInstructions))
 }

@@ -173,6 +173,8 @@ func TestControl(t *testing.T) {
 		var rep bus.AgentsReply
 		require.NoError(t, json.NewDecoder(resp.Body).Decode(&rep))
 		require.Len(t, rep.Agents, 4)
+		require.Equal(t, "Add the numbers you are given.", rep.Agents[0].Instructions, "the workers announce the agents' instructions")
+		require.NotEmpty(t, rep.Agents[0].Schemas)
 	})
 
 	t.Run("ControlOfUnknownRunIs404", func(t *testing.T) {

@@ -30,6 +30,7 @@ func TestMain(m *testing.M) {
 const agents = `
 agents:
   - name: calc
+    instructions: Add the numbers you are given.
     model: scripted
     tools: [echo]
     script:

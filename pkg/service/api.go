@@ -589,11 +589,7 @@ func (a *API) Agents() *bus.AgentsReply {
 	if a.cfg.Catalog == nil {
 		return nil
 	}
-	infos := a.cfg.Catalog.Infos()
-	out := &bus.AgentsReply{Agents: make([]bus.AgentInfo, 0, len(infos))}
-	for _, in := range infos {
-		out.Agents = append(out.Agents, bus.AgentInfo{Name: in.Name, Model: in.Model, Tools: in.Tools, Handoffs: in.Handoffs, Schemas: a.cfg.Catalog.ToolSchemas(in.Name)})
-	}
+	out := &bus.AgentsReply{Agents: a.cfg.Catalog.AgentInfos()}
 	sort.Slice(out.Agents, func(i, j int) bool { return out.Agents[i].Name < out.Agents[j].Name })
 	return out
 }

@@ -154,7 +154,7 @@ func (w *Worker) followAgents(ctx context.Context) {
 // of (with a registry, those whose claim loop runs).
 func (w *Worker) member() fleet.Member {
 	cat, _ := w.agents()
-	infos := agentInfos(cat)
+	infos := cat.AgentInfos()
 	served := w.served()
 	if w.cfg.Agents != nil {
 		w.claimMu.Lock()

@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
-	"github.com/lovia-fleet/lovia/pkg/catalog"
 	"github.com/lovia-fleet/lovia/pkg/fleet"
 	"github.com/lovia-fleet/lovia/pkg/loop"
 	"github.com/lovia-fleet/lovia/pkg/store"
@@ -226,16 +225,6 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	w.m.info.WithLabelValues(w.cfg.ID, buildVersion(), strings.Join(agents, ",")).Set(1)
 	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "ack_wait", w.cfg.AckWait, "agents", agents)
 	return nil
-}
-
-// agentInfos describes the catalog's agents for the fleet registry.
-func agentInfos(c *catalog.Catalog) []bus.AgentInfo {
-	infos := c.Infos()
-	out := make([]bus.AgentInfo, 0, len(infos))
-	for _, in := range infos {
-		out = append(out, bus.AgentInfo{Name: in.Name, Model: in.Model, Tools: in.Tools, Handoffs: in.Handoffs, Schemas: c.ToolSchemas(in.Name)})
-	}
-	return out
 }
 
 // warnLongApprovals warns about agents whose approval wait can outlast the
