@@ -9,18 +9,23 @@
 // # Routes
 //
 //	POST   /v1/runs                              submit a run request (JSON or msgpack by Content-Type)
+//	GET    /v1/runs                              list runs (filters, cursor, counts by status)
 //	GET    /v1/runs/{id}                         status
+//	GET    /v1/runs/{id}/describe                status, history, what it awaits, children
 //	GET    /v1/runs/{id}/events                  events as SSE
 //	POST   /v1/runs/{id}/approvals/{call_id}     {decision: "approve"|"reject", reason?}
 //	POST   /v1/runs/{id}/cancel                  {reason?}
-//	POST   /v1/runs/{id}/messages                {content} → {token}
+//	POST   /v1/runs/{id}/messages                {content, key?} → {token}
 //	DELETE /v1/runs/{id}/messages/{token}        → {removed}
 //	GET    /v1/sessions/{id}                     segments
 //	POST   /v1/sessions/{id}/rewind              {keep_entries} → {removed}
 //	GET    /v1/agents                            the agents
 //	GET    /v1/workers                           the live workers
+//	…      /v1/registry/agents[/{name}[/history]] the agents registry
+//	…      /v1/schedules[/{name}[/pause|/resume]] scheduled runs
 //	GET    /healthz                              200 while NATS is connected, else 503
 //	GET    /metrics                              Prometheus
+//	GET    /, /console/…                         the fleet console (package console); no token
 //
 // Replies are JSON. A submit answers 202 with the submit reply (200 when a
 // completed run is replayed) and a Location header; with
