@@ -14,13 +14,13 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/lovia-fleet/lovia/internal/cli"
+	"github.com/lovia-fleet/lovia/internal/leaktest"
 	"github.com/lovia-fleet/lovia/pkg/broker"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 

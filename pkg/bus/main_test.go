@@ -3,9 +3,9 @@ package bus_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/lovia-fleet/lovia/internal/leaktest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	leaktest.VerifyTestMain(m)
 }

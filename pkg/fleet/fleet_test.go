@@ -7,14 +7,14 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
+	"github.com/lovia-fleet/lovia/internal/leaktest"
 	"github.com/lovia-fleet/lovia/pkg/broker"
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/fleet"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
 
 func TestFleet(t *testing.T) {
 	t.Parallel()

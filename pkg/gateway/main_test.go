@@ -13,17 +13,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/lovia-fleet/lovia/internal/fleettest"
+	"github.com/lovia-fleet/lovia/internal/leaktest"
 	"github.com/lovia-fleet/lovia/pkg/gateway"
 	"github.com/lovia-fleet/lovia/pkg/worker"
 )
 
-// The server's wait for a stream source's consumer (the runs stream sources
-// the schedules' fires) can outlive a test server by up to 30 s.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*stream).trySetupSourceConsumer.func3"))
+	leaktest.VerifyTestMain(m)
 }
 
 // agents are the scripted agents of the tests.

@@ -7,8 +7,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
+	"github.com/lovia-fleet/lovia/internal/leaktest"
 	"github.com/lovia-fleet/lovia/pkg/broker"
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/catalog"
@@ -16,7 +16,7 @@ import (
 	"github.com/lovia-fleet/lovia/pkg/tools"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
 
 func setup(t *testing.T) (*registry.Registry, catalog.Options) {
 	t.Helper()

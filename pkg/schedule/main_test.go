@@ -3,11 +3,11 @@ package schedule_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/lovia-fleet/lovia/internal/leaktest"
 )
 
 func TestMain(m *testing.M) {
 	// The server's wait for a stream source's consumer (the runs stream
 	// sources the fires) can outlive a test server by up to 30 s.
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*stream).trySetupSourceConsumer.func3"))
+	leaktest.VerifyTestMain(m)
 }

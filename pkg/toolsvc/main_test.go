@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/lovia-fleet/lovia/internal/leaktest"
 )
 
 func TestMain(m *testing.M) {
@@ -12,5 +12,5 @@ func TestMain(m *testing.M) {
 	if os.Getenv(callerEnv) != "" {
 		os.Exit(callerMain())
 	}
-	goleak.VerifyTestMain(m)
+	leaktest.VerifyTestMain(m)
 }
