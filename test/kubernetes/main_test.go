@@ -3,9 +3,7 @@ package kubernetes_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/lovia-fleet/lovia/internal/leaktest"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/nats-io/nats.go/jetstream.(*jetStream).resetPendingAcksOnReconnect"))
-}
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
