@@ -106,8 +106,11 @@ func retryable(err error) bool {
 // temporarily unavailable" (a new stream leader catching up), 10158
 // "duplicate message id is in process" (a republish while the first
 // publish of the same message id is still being proposed, as after a
-// leader change).
-var transientAPICodes = map[jetstream.ErrorCode]bool{10008: true, 10009: true, 10163: true, 10158: true}
+// leader change), 10164 "wrong last sequence" without a sequence (a
+// compare-and-set while another on the same subject or filter is still
+// being proposed — its retry, after a leader change: once that one is
+// decided, the retry finds its own write or loses the compare-and-set).
+var transientAPICodes = map[jetstream.ErrorCode]bool{10008: true, 10009: true, 10163: true, 10158: true, 10164: true}
 
 // transientAPI reports whether err is a JetStream API error of a server
 // that cannot answer for now.

@@ -158,6 +158,7 @@ func TestTransientClassification(t *testing.T) {
 		{"no response from stream", jetstream.ErrNoStreamResponse, true},
 		{"JetStream system temporarily unavailable", &jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}, true},
 		{"cluster can not handle request (leader change)", &jetstream.APIError{Code: 500, ErrorCode: 10009}, true},
+		{"a compare-and-set while another is being proposed (10164)", &jetstream.APIError{Code: 400, ErrorCode: 10164, Description: "wrong last sequence"}, true},
 		{"key not found", notFound, false},
 		{"key exists", exists, false},
 		{"bucket not found", noBucket, false},
