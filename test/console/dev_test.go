@@ -53,11 +53,13 @@ func TestConsoleOnLoviaDev(t *testing.T) {
 	deadline := time.Now().Add(60 * time.Second)
 	for base == "" {
 		mu.Lock()
-		if m := re.FindStringSubmatch(out.String()); m != nil {
-			base = m[1]
-		}
+		printed := out.String()
 		mu.Unlock()
-		require.True(t, time.Now().Before(deadline), "waited 60s for lovia dev to print its HTTP address:\n%s", out.String())
+		if m := re.FindStringSubmatch(printed); m != nil {
+			base = m[1]
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "waited 60s for lovia dev to print its HTTP address:\n%s", printed)
 		time.Sleep(50 * time.Millisecond) // polling the process's output, with a deadline
 	}
 
