@@ -192,7 +192,10 @@ func (a *API) submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 	case err != nil:
 		return nil, err
 	}
-	if err := a.enqueue(ctx, req, enc, e); err != nil {
+	// A run this submit has just indexed is claimed with the request's
+	// stream sequence (the claim records it): no second write here. A
+	// resubmission records it, as every requeue does.
+	if err := a.enqueue(ctx, req, enc, e, e.Record.Submissions > 1); err != nil {
 		return nil, err
 	}
 	return reply, nil
@@ -264,9 +267,18 @@ func (a *API) dedupWindow(ctx context.Context) time.Duration {
 
 // enqueue publishes the request of the submission e records to the RUNS
 // stream, under a message id naming the run, the submission and the
-// requeue (so the stream drops a repeat of the same publish), and records
-// the request's stream sequence in e when no worker has claimed it yet.
-func (a *API) enqueue(ctx context.Context, req *bus.RunRequest, enc bus.Encoding, e *store.RunEntry) error {
+// requeue (so the stream drops a repeat of the same publish), and, when
+// record is set, records the request's stream sequence in e if no worker
+// has claimed it yet.
+//
+// Without the sequence (record unset: a run's first submission, whose
+// claim records it), a queued run's lost request is found as after a
+// publisher that died before recording it (see requeue): exactly within
+// the deduplication window, where publishing it again under the same
+// message id is dropped if it landed; past half the window, by publishing
+// it under a new id, a duplicate that the claim of the second copy
+// terminates.
+func (a *API) enqueue(ctx context.Context, req *bus.RunRequest, enc bus.Encoding, e *store.RunEntry, record bool) error {
 	body, err := bus.Marshal(enc, req)
 	if err != nil {
 		return err
@@ -280,7 +292,7 @@ func (a *API) enqueue(ctx context.Context, req *bus.RunRequest, enc bus.Encoding
 	if err != nil {
 		return fmt.Errorf("enqueue run %s: %w", req.RunID, err)
 	}
-	if rec.RequestSeq == seq {
+	if !record || rec.RequestSeq == seq {
 		return nil
 	}
 	// A compare-and-set: a worker that has claimed the request already
@@ -321,8 +333,18 @@ func (a *API) requeue(ctx context.Context, e *store.RunEntry, req *bus.RunReques
 			if !a.bumpRequeues(ctx, e) {
 				return nil
 			}
+			return a.enqueue(ctx, req, enc, e, true)
 		}
-		return a.enqueue(ctx, req, enc, e)
+		// Within it, a publish under the first message id is dropped if
+		// the first landed, and its ack names the first's sequence (now
+		// recorded): checked below like a recorded one, so a request
+		// removed from the stream since is published again.
+		if err := a.enqueue(ctx, req, enc, e, true); err != nil {
+			return err
+		}
+		if rec = e.Record; rec.RequestSeq == 0 {
+			return nil
+		}
 	}
 	stored, err := bus.RequestStored(ctx, a.js, a.names, rec.RequestSeq)
 	if err != nil {
@@ -337,7 +359,7 @@ func (a *API) requeue(ctx context.Context, e *store.RunEntry, req *bus.RunReques
 	}
 	a.log.Warn("a queued run's request was lost from the runs stream; publishing it again",
 		"run_id", rec.RunID, "lost_seq", rec.RequestSeq, "requeues", e.Record.Requeues)
-	return a.enqueue(ctx, req, enc, e)
+	return a.enqueue(ctx, req, enc, e, true)
 }
 
 // bumpRequeues counts a requeue in e's record if e is still current, and
