@@ -32,7 +32,7 @@ type Submission struct {
 func Submit(s Submission) store.RunRecord {
 	r := store.RunRecord{
 		RunID: s.RunID, Agent: s.Agent, SessionID: s.SessionID, Status: Queued,
-		Metadata: s.Metadata, Submissions: 1, ParentRunID: bus.ParentRunID(s.Metadata),
+		Metadata: s.Metadata, Submissions: 1, ParentRunID: bus.ParentRunID(s.Metadata), Quiet: true,
 	}
 	r.AddAttempt(store.StepSubmit, "", time.Time{})
 	return r
@@ -43,7 +43,7 @@ func Submit(s Submission) store.RunRecord {
 // request, with no submission stated (like the raw publish itself).
 func Unrouted(s Submission, seq uint64) store.RunRecord {
 	r := Submit(s)
-	r.Submissions, r.RequestSeq = 0, seq
+	r.Submissions, r.RequestSeq, r.Quiet = 0, seq, false
 	return r
 }
 
@@ -181,7 +181,7 @@ func ClaimRun(r store.RunRecord, c Claim) (store.RunRecord, Claimed, error) {
 		r.Registry = c.Registry
 	}
 	r.Attempt++
-	r.Status, r.Worker, r.Error, r.RequestSeq, r.Parked = Running, c.Worker, nil, c.Seq, nil
+	r.Status, r.Worker, r.Error, r.RequestSeq, r.Parked, r.Quiet = Running, c.Worker, nil, c.Seq, nil, false
 	if r.StartedAt.IsZero() {
 		r.StartedAt = c.Now.UTC()
 	}

@@ -31,10 +31,18 @@ import (
 type Control struct {
 	b   *bucket
 	now func() time.Time
+	r   *Runs // the run index, whose Quiet flag a cancel request clears first
+}
+
+func (c *Control) runs() *Runs {
+	if c.r == nil {
+		return &Runs{b: c.b, now: c.now}
+	}
+	return c.r
 }
 
 // Control returns the control store.
-func (s *Store) Control() *Control { return &Control{b: s.runs.b, now: s.cfg.Clock} }
+func (s *Store) Control() *Control { return &Control{b: s.runs.b, now: s.cfg.Clock, r: s.runs} }
 
 // ApprovalDecision is a stored decision on a gated call.
 type ApprovalDecision struct {
@@ -181,6 +189,9 @@ func (c *Control) RequestCancel(ctx context.Context, runID string, submission in
 		return false, err
 	}
 	submission = max(submission, 1)
+	if err := c.runs().Unquiet(ctx, runID); err != nil {
+		return false, err
+	}
 	rec := &CancelRequest{Reason: reason, At: c.now().UTC(), Submission: submission}
 	_, created, err := createOnce(ctx, c.b, "cancel", runID, runID+".cancel", rec, submission)
 	return created, err

@@ -53,8 +53,9 @@ import (
 // live as long as the run's mailbox: Clear purges them with it, and the
 // bucket's MaxAge (Config.MailboxTTL, 7 days by default) expires them.
 type Mailbox struct {
-	b   *bucket
-	run string
+	b    *bucket
+	run  string
+	runs *Runs // the run index, whose Quiet flag a push clears first
 }
 
 // mailRecord is a queued message as stored.
@@ -121,6 +122,11 @@ func (m *Mailbox) PushKey(ctx context.Context, key string, msg loop.MailMessage)
 
 // push creates rec's key; a key that exists already is a no-op.
 func (m *Mailbox) push(ctx context.Context, op string, rec *mailRecord) (string, error) {
+	if m.runs != nil {
+		if err := m.runs.Unquiet(ctx, m.run); err != nil {
+			return "", wrapErr(op, m.run, err)
+		}
+	}
 	frame, chunks, err := m.b.encode(ctx, m.run, rec)
 	if err != nil {
 		return "", wrapErr(op, m.run, err)

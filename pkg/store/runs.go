@@ -58,6 +58,11 @@ type RunRecord struct {
 	// request, 0 until its publisher (or the claiming worker) records it.
 	// A queued run whose request the stream no longer holds was lost.
 	RequestSeq uint64 `json:"request_seq,omitempty" msgpack:"request_seq,omitempty"`
+	// Quiet is set by a run's first submission and cleared, before it is
+	// stored, by any cancel request or mailbox message for the run, and by
+	// the run's first claim: a claim whose compare-and-set succeeds on a
+	// quiet record knows there is neither to read.
+	Quiet bool `json:"quiet,omitempty" msgpack:"quiet,omitempty"`
 	// Requeues counts the times the current submission's request was
 	// published again because the stream had lost it.
 	Requeues int `json:"requeues,omitempty" msgpack:"requeues,omitempty"`
@@ -243,4 +248,29 @@ func (r *Runs) Delete(ctx context.Context, runID string) error {
 		return err
 	}
 	return wrapErr(op, runID, r.b.purge(ctx, runID+".>"))
+}
+
+// Unquiet clears the run's Quiet flag (a compare-and-set), before a cancel
+// request or a mailbox message for the run is stored: a claim of the
+// record it read quiet then fails its compare-and-set and reads both. A
+// run without a record, or whose record is not quiet, is left alone.
+func (r *Runs) Unquiet(ctx context.Context, runID string) error {
+	for range 5 {
+		e, err := r.Get(ctx, runID)
+		if errors.Is(err, ErrRunNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !e.Record.Quiet {
+			return nil
+		}
+		e.Record.Quiet = false
+		err = r.Update(ctx, e)
+		if !errors.Is(err, ErrConflict) {
+			return err
+		}
+	}
+	return wrapErr("run unquiet", runID, ErrConflict)
 }

@@ -113,7 +113,7 @@ func (s *Store) Mailbox(runID string) (*Mailbox, error) {
 	if err := checkID("mailbox", "run id", runID); err != nil {
 		return nil, err
 	}
-	return &Mailbox{b: s.mailbox, run: runID}, nil
+	return &Mailbox{b: s.mailbox, run: runID, runs: s.runs}, nil
 }
 
 // EnsureBuckets creates the buckets named in cfg that do not exist yet

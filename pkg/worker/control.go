@@ -31,6 +31,7 @@ func (w *Worker) onControl(m *nats.Msg) {
 	if ar == nil {
 		return
 	}
+	ar.controlSeen.Store(true)
 	select {
 	case ar.notify <- struct{}{}:
 	default:

@@ -126,6 +126,7 @@ func (w *Worker) claim(ctx context.Context, d *delivery, req *bus.RunRequest, ru
 		if err != nil || e.Record.Attempt != 0 || e.Record.Status != store.RunQueued {
 			break
 		}
+		quiet := e.Record.Quiet
 		next, cl, err := lifecycle.ClaimRun(e.Record, c)
 		if err != nil {
 			break
@@ -133,7 +134,7 @@ func (w *Worker) claim(ctx context.Context, d *delivery, req *bus.RunRequest, ru
 		e.Record = next
 		err = w.st.Runs().Update(ctx, e)
 		if err == nil {
-			d.fresh, d.unclaimed, d.entry = true, true, e
+			d.fresh, d.unclaimed, d.quiet, d.entry = true, true, quiet, e
 			plan := lifecycle.Decide(lifecycle.Delivery{FirstClaim: d.firstClaim})
 			return w.claimed(ctx, d, req, runID, enc, ag, ar, plan, nil, cl)
 		}
@@ -342,9 +343,15 @@ func (w *Worker) own(ctx context.Context, x *execution) {
 func (w *Worker) run(ctx, runCtx context.Context, x *execution) (wakeAfter bool) {
 	w.m.inFlight.Inc()
 	defer w.m.inFlight.Dec()
-	w.applyCancel(ctx, x.runID, x.ar)
 	d := x.d
-	opts, err := w.runOptions(x.req, x.runID, x.ag, x.ar, d.fresh, d.unclaimed)
+	// A quiet claim (see delivery.quiet) has no cancel to read; a
+	// notification after it is applied by onControl (the submission is
+	// set by now), one before it set controlSeen.
+	quiet := d.quiet && !x.ar.controlSeen.Load()
+	if !quiet {
+		w.applyCancel(ctx, x.runID, x.ar)
+	}
+	opts, err := w.runOptions(x.req, x.runID, x.ag, x.ar, d.fresh, d.unclaimed, quiet)
 	if err != nil {
 		w.finishPoison(ctx, d, x.rp, x.runID, err)
 		return false

@@ -37,6 +37,12 @@ func newRunMailbox(mb *store.Mailbox) *runMailbox {
 
 func (m *runMailbox) touch() { m.dirty.Store(true) }
 
+// settle marks the mailbox read just now, found empty.
+func (m *runMailbox) settle() {
+	m.last.Store(time.Now().UnixNano())
+	m.dirty.Store(false)
+}
+
 // Push queues a message (and marks the mailbox for reading).
 func (m *runMailbox) Push(ctx context.Context, msg loop.MailMessage) (string, error) {
 	tok, err := m.Mailbox.Push(ctx, msg)

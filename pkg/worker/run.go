@@ -35,6 +35,9 @@ type activeRun struct {
 	// submission is the run's submission this execution belongs to (its
 	// control records are stamped with it); 0 until the claim sets it.
 	submission atomic.Int64
+	// controlSeen is set by the first control notification for the run
+	// (a cancel, an inject, a decision): a quiet claim reads them then.
+	controlSeen atomic.Bool
 }
 
 func (ar *activeRun) loadMailbox() *runMailbox { return ar.mailbox.Load() }
@@ -61,6 +64,11 @@ type delivery struct {
 	// without reading one (its first write creates it, and fails fenced
 	// if one was stored after all).
 	unclaimed bool
+	// quiet is true when the record the claim won was quiet (see
+	// store.RunRecord.Quiet): no cancel request or mailbox message was
+	// stored for the run before its claim, so the run starts without
+	// reading them (unless a control notification came meanwhile).
+	quiet bool
 	// entry is the run record as the claim wrote it, until the run's
 	// outcome is recorded on it (see indexOutcome); nil when unknown.
 	entry *store.RunEntry
@@ -235,13 +243,21 @@ func cancelReason(r string) string {
 }
 
 // runOptions builds the loop options of a request.
-func (w *Worker) runOptions(req *bus.RunRequest, runID string, ag *catalog.Agent, ar *activeRun, fresh, unclaimed bool) ([]loop.RunOption, error) {
+func (w *Worker) runOptions(req *bus.RunRequest, runID string, ag *catalog.Agent, ar *activeRun, fresh, unclaimed, quiet bool) ([]loop.RunOption, error) {
 	smb, err := w.st.Mailbox(runID)
 	if err != nil {
 		return nil, err
 	}
 	mb := newRunMailbox(smb)
+	if quiet {
+		// Nothing was queued before the claim: read at the next
+		// notification (or push), or after mailboxRecheck.
+		mb.settle()
+	}
 	ar.mailbox.Store(mb)
+	if quiet && ar.controlSeen.Load() {
+		mb.touch() // notified while the mailbox was being made
+	}
 	ifExists := loop.IfRunExists(req.IfRunExists)
 	if !fresh || ifExists == "" {
 		// A redelivery continues the same submission.
