@@ -85,19 +85,37 @@ func (w *Worker) register(d *delivery, ar *activeRun) (unregister func(), ok boo
 		d.log.Warn("request redelivered while this worker executes it; the execution in progress keeps it")
 		return nil, false
 	}
-	if cur != nil && cur.parking.Load() == nil {
-		// Another request of a run this worker executes: the claim
-		// decides (it is in flight, or stale).
-		return func() {}, true
-	}
-	w.active[ar.id] = ar
-	return func() {
+	unregister = func() {
 		w.mu.Lock()
 		if w.active[ar.id] == ar {
 			delete(w.active, ar.id)
 		}
 		w.mu.Unlock()
-	}, true
+	}
+	if cur != nil && cur.parking.Load() == nil {
+		// Another request of a run this worker executes: the claim
+		// decides (it is in flight, or stale). One that wins it takes
+		// the entry (see adopt).
+		return unregister, true
+	}
+	w.active[ar.id] = ar
+	return unregister, true
+}
+
+// adopt makes ar, whose claim just won, the run's entry in the active
+// runs, in place of another request's execution of the same run that was
+// registered first (a stale copy of the request, still being turned away):
+// holder pings and control notifications must find the execution the run
+// index names. A control notification since the claim may have gone to
+// the other one, or nowhere: ar then counts as notified (a quiet claim
+// reads its cancel and mailbox after all).
+func (w *Worker) adopt(ar *activeRun) {
+	w.mu.Lock()
+	if w.active[ar.id] != ar {
+		ar.controlSeen.Store(true)
+		w.active[ar.id] = ar
+	}
+	w.mu.Unlock()
 }
 
 // claim reads what the run has (its checkpoint, its last event), decides
@@ -257,6 +275,7 @@ func (w *Worker) claimSlow(ctx context.Context, d *delivery, req *bus.RunRequest
 func (w *Worker) claimed(ctx context.Context, d *delivery, req *bus.RunRequest, runID string, enc bus.Encoding, ag *catalog.Agent, ar *activeRun, plan lifecycle.Plan, last *bus.StoredEvent, claimed lifecycle.Claimed) (*execution, lifecycle.Verdict) {
 	log := d.log
 	seq := d.meta.Sequence.Stream
+	w.adopt(ar)
 	ar.submission.Store(int64(claimed.Submission))
 	if d.fresh && d.firstClaim {
 		w.m.queueWait.WithLabelValues(ag.Name).Observe(time.Since(d.meta.Timestamp).Seconds())
