@@ -321,6 +321,8 @@ func TestConsole(t *testing.T) {
 		require.Contains(t, todo, "Report back")
 		_, err := os.Stat(filepath.Join(s.workspace, "notes.txt"))
 		require.True(t, os.IsNotExist(err), "the gated call did not run before the approval")
+		waitFor[bool](b, "the turns fact to say the run is in turn 2 (from its events)", long,
+			`document.querySelector('[data-fact="turns"] dd')?.textContent === '2'`)
 		b.screenshot("run-awaiting-approval")
 
 		b.do("clicking approve", long, chromedp.Click(chromedp.CSS(approve)))

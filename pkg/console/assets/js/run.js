@@ -27,6 +27,7 @@ export function render(main, {id}) {
     h('div', {class: 'columns'}, h('section', {class: 'grow'}, timelineEl), side));
 
   let finished = false;
+  let seenTurn = 0; // the highest turn of the events shown
   const tl = new Timeline(timelineEl, {
     todo,
     decide: (callID, decision, reason) => post('/v1/runs/' + enc(id) + '/approvals/' + enc(callID), {decision, reason}),
@@ -58,7 +59,10 @@ export function render(main, {id}) {
       if (!missingRoute(e)) clear(details).append(errorBox(e, 'Describing the run failed'));
       details.hidden = details.childElementCount === 0;
     }
-    const view = d ? Object.assign({}, st, {awaiting: d.awaiting || null, final_agent: d.final_agent, parent_run_id: d.parent_run_id}) : st;
+    const view = d ? Object.assign({}, st, {awaiting: d.awaiting || null, final_agent: d.final_agent, parent_run_id: d.parent_run_id}) : Object.assign({}, st);
+    // The record counts turns at checkpoints; the events say which turn
+    // the run is in now.
+    view.turns = Math.max(view.turns || 0, seenTurn);
     drawStatus(statusEl, facts, view);
     if (st.status === 'completed' || st.status === 'failed') controls.hidden = true;
   };
@@ -66,6 +70,11 @@ export function render(main, {id}) {
   const stream = new RunStream(id, {
     onEvent: (env) => {
       tl.add(env);
+      if (env.type === 'turn_started' && env.turn > seenTurn) {
+        seenTurn = env.turn;
+        const dd = facts.querySelector('[data-fact="turns"] dd');
+        if (dd) dd.textContent = String(seenTurn);
+      }
       if (['run_resumed', 'approval_required', 'approval_resolved', 'run_started'].includes(env.type)) refresh();
     },
     onState: (state, err) => {
