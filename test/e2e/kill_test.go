@@ -45,10 +45,21 @@ func (p *proc) output() string {
 
 func startWorker(t testing.TB, url, agents, workspace, id string, extra ...string) *proc {
 	t.Helper()
-	p := &proc{}
 	args := append([]string{"worker", "--nats", url, "--agents", agents, "--workspace", workspace,
 		"--id", id, "--ack-wait", "30s", "--log-level", "debug"}, extra...)
+	return startLovia(t, "worker "+id, nil, args...)
+}
+
+// startLovia runs the lovia binary with args (and env added to this
+// process's environment) until the test ends: then SIGTERM, and SIGKILL
+// after 20 s; its output is logged when the test failed.
+func startLovia(t testing.TB, name string, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{}
 	p.cmd = exec.Command(loviaBin, args...)
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = p, p
 	require.NoError(t, p.cmd.Start())
 	t.Cleanup(func() {
@@ -64,7 +75,7 @@ func startWorker(t testing.TB, url, agents, workspace, id string, extra ...strin
 			}
 		}
 		if t.Failed() {
-			t.Logf("worker %s output:\n%s", id, p.output())
+			t.Logf("%s output:\n%s", name, p.output())
 		}
 	})
 	return p

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -39,32 +38,11 @@ const tracedAgents = `agents:
 // rec (spans sent every 100 ms unless env says otherwise), as instance id.
 func startTraced(t *testing.T, rec *otlptest.Receiver, id string, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{}
-	p.cmd = exec.Command(loviaBin, args...)
-	p.cmd.Env = append(append(os.Environ(),
-		"OTEL_EXPORTER_OTLP_ENDPOINT="+rec.URL,
+	return startLovia(t, id, append([]string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT=" + rec.URL,
 		"OTEL_BSP_SCHEDULE_DELAY=100",
-		"OTEL_RESOURCE_ATTRIBUTES=service.instance.id="+id,
-	), env...)
-	p.cmd.Stdout, p.cmd.Stderr = p, p
-	require.NoError(t, p.cmd.Start())
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			_ = p.cmd.Process.Signal(syscall.SIGTERM)
-			done := make(chan struct{})
-			go func() { _, _ = p.cmd.Process.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(20 * time.Second):
-				_ = p.cmd.Process.Kill()
-				<-done
-			}
-		}
-		if t.Failed() {
-			t.Logf("%s output:\n%s", id, p.output())
-		}
-	})
-	return p
+		"OTEL_RESOURCE_ATTRIBUTES=service.instance.id=" + id,
+	}, env...), args...)
 }
 
 var gatewayURL = regexp.MustCompile(`lovia gateway on (http://\S+)`)
