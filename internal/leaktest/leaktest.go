@@ -25,3 +25,10 @@ var natsIgnores = []goleak.Option{
 func VerifyTestMain(m *testing.M, opts ...goleak.Option) {
 	goleak.VerifyTestMain(m, append(append([]goleak.Option(nil), natsIgnores...), opts...)...)
 }
+
+// Find reports the goroutines left running, but for the NATS libraries'
+// own (and those opts ignore), for a TestMain that does more than
+// VerifyTestMain.
+func Find(opts ...goleak.Option) error {
+	return goleak.Find(append(append([]goleak.Option(nil), natsIgnores...), opts...)...)
+}

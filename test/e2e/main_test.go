@@ -3,38 +3,14 @@
 package e2e
 
 import (
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/lovia-fleet/lovia/internal/fleettest"
 )
 
 // loviaBin is the lovia binary built for these tests.
 var loviaBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "lovia-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	loviaBin = filepath.Join(dir, "lovia")
-	build := exec.Command("go", "build", "-o", loviaBin, "../../cmd/cli")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building lovia:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreTopFunction("github.com/nats-io/nats.go/jetstream.(*jetStream).resetPendingAcksOnReconnect")); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	fleettest.MainWithBinaries(m, fleettest.Binary{Pkg: "../../cmd/cli", Path: &loviaBin})
 }

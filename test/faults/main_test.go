@@ -12,13 +12,9 @@
 package faults
 
 import (
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/lovia-fleet/lovia/internal/fleettest"
 )
 
 // Binaries built for these tests.
@@ -28,31 +24,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "lovia-faults-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	natsServerBin = filepath.Join(dir, "nats-server")
-	loviaBin = filepath.Join(dir, "lovia")
-	for _, b := range []struct{ out, pkg string }{
-		{natsServerBin, "github.com/nats-io/nats-server/v2"},
-		{loviaBin, "../../cmd/cli"},
-	} {
-		build := exec.Command("go", "build", "-o", b.out, b.pkg)
-		build.Stdout, build.Stderr = os.Stdout, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "building", b.pkg+":", err)
-			os.Exit(1)
-		}
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreTopFunction("github.com/nats-io/nats.go/jetstream.(*jetStream).resetPendingAcksOnReconnect")); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	fleettest.MainWithBinaries(m,
+		fleettest.Binary{Pkg: "github.com/nats-io/nats-server/v2", Path: &natsServerBin},
+		fleettest.Binary{Pkg: "../../cmd/cli", Path: &loviaBin})
 }
