@@ -333,21 +333,28 @@ func outcomeStep(ev loop.Event) string {
 	return store.StepFail
 }
 
-// Reject fails the run of an invalid request (stored at seq) before any
-// claim: a run the request names that is not indexed yet (RejectNew), or
-// queued for this very request or never claimed (an API that could not
-// validate it). A failed run stays as it is (the caller checks whether its
-// run_failed may still be missing); a queued run that was under way (a
-// release, a wake: its own request will resume it), a running, parked or
-// completed one belongs to another request and is refused with
-// ErrInFlight or ErrEnded.
-func Reject(r store.RunRecord, info loop.ErrorInfo, worker string, now time.Time, seq uint64) (store.RunRecord, error) {
+// Reject fails the run of an invalid request (stored at seq, of the
+// stated submission: 0 when it states none) before any claim: a run the
+// request names that is not indexed yet (RejectNew), or queued for this
+// very request or never claimed (an API that could not validate it). The
+// failed submission records the request, so any other copy of it still in
+// the runs stream (the API's requeue) is stale and never runs the failed
+// run (see [IsStale]). A failed run stays as it is (the caller checks
+// whether its run_failed may still be missing); a queued run that was
+// under way (a release, a wake: its own request will resume it), a
+// running, parked or completed one belongs to another request and is
+// refused with ErrInFlight or ErrEnded; a request superseded by the one
+// the record names, or of an earlier submission, with ErrStale.
+func Reject(r store.RunRecord, info loop.ErrorInfo, worker string, now time.Time, seq uint64, submission int) (store.RunRecord, error) {
 	switch r.Status {
 	case Queued:
 		if r.Attempt > 0 && r.RequestSeq != 0 && r.RequestSeq != seq {
 			return r, refuse("reject", r, ErrInFlight)
 		}
-		r.Status, r.Error, r.Worker, r.FinishedAt = Failed, &info, worker, now.UTC()
+		if IsStale(r, submission, seq) {
+			return r, refuse("reject", r, ErrStale)
+		}
+		r.Status, r.Error, r.Worker, r.FinishedAt, r.RequestSeq = Failed, &info, worker, now.UTC(), seq
 		r.AddAttempt(store.StepReject, worker, now)
 		return r, nil
 	case Failed:

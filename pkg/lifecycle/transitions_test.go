@@ -70,7 +70,7 @@ var events = []event{
 		return lifecycle.Finish(r, &loop.RunFailed{Error: loop.ErrorInfo{Type: "X"}}, t0)
 	}},
 	{"reject", func(r store.RunRecord) (store.RunRecord, error) {
-		return lifecycle.Reject(r, loop.ErrorInfo{Type: "InvalidRequest"}, "w2", t0, 99)
+		return lifecycle.Reject(r, loop.ErrorInfo{Type: "InvalidRequest"}, "w2", t0, 99, 1)
 	}},
 	{"repair", func(r store.RunRecord) (store.RunRecord, error) {
 		return lifecycle.Repair(r, &loop.RunCompleted{Output: "ok"}, t0.Add(time.Second))
@@ -257,13 +257,35 @@ func TestClaimDetails(t *testing.T) {
 	})
 	t.Run("a bad request fails a queued run only if it never ran", func(t *testing.T) {
 		fresh := lifecycle.Submit(lifecycle.Submission{RunID: "r2", Agent: "a"})
-		r, err := lifecycle.Reject(fresh, loop.ErrorInfo{Type: "InvalidRequest"}, "w2", t0, 99)
+		r, err := lifecycle.Reject(fresh, loop.ErrorInfo{Type: "InvalidRequest"}, "w2", t0, 99, 1)
 		if err != nil || r.Status != lifecycle.Failed {
 			t.Fatalf("reject of a run never claimed: %+v %v", r, err)
 		}
 		released, _ := lifecycle.Release(fixture(lifecycle.Running), lifecycle.Holder{Worker: "w1", Attempt: 1})
-		if _, err := lifecycle.Reject(released, loop.ErrorInfo{}, "w2", t0, 99); !errors.Is(err, lifecycle.ErrInFlight) {
+		if _, err := lifecycle.Reject(released, loop.ErrorInfo{}, "w2", t0, 99, 1); !errors.Is(err, lifecycle.ErrInFlight) {
 			t.Fatalf("a released run (its own request resumes it) must not be failed by another request: %v", err)
+		}
+	})
+	t.Run("a rejected submission's other copies are stale", func(t *testing.T) {
+		// Two copies of a queued first submission's request (the API's
+		// requeue); one is invalid.
+		fresh := lifecycle.Submit(lifecycle.Submission{RunID: "r3", Agent: "a"})
+		r, err := lifecycle.Reject(fresh, loop.ErrorInfo{Type: "InvalidRequest"}, "w2", t0, 10, 1)
+		if err != nil || r.RequestSeq != 10 {
+			t.Fatalf("a reject records its request: %+v %v", r, err)
+		}
+		for _, seq := range []uint64{7, 12} {
+			if _, _, err := lifecycle.ClaimRun(r, lifecycle.Claim{Worker: "w1", Seq: seq, Submission: 1}); !errors.Is(err, lifecycle.ErrStale) {
+				t.Fatalf("copy %d of the rejected submission: want stale, got %v", seq, err)
+			}
+		}
+		recorded, _ := lifecycle.RecordRequest(fresh, 12)
+		if _, err := lifecycle.Reject(recorded, loop.ErrorInfo{}, "w2", t0, 10, 1); !errors.Is(err, lifecycle.ErrStale) {
+			t.Fatalf("a copy superseded by the recorded request must not fail the run: %v", err)
+		}
+		again, _ := lifecycle.Resubmit(r)
+		if _, err := lifecycle.Reject(again, loop.ErrorInfo{}, "w2", t0, 14, 1); !errors.Is(err, lifecycle.ErrStale) {
+			t.Fatalf("a copy of an earlier submission must not fail the next one: %v", err)
 		}
 	})
 	t.Run("a holder found gone a moment ago may have been replaced", func(t *testing.T) {

@@ -158,7 +158,7 @@ func (w *Worker) poison(ctx context.Context, d *delivery, runID, agent string, e
 	d.log.Warn("poison run request terminated", "run_id", runID, "type", typ, "error", msg)
 	if runID != "" {
 		info := loop.ErrorInfo{Type: typ, Message: msg, Hint: hint}
-		if publish, queued := w.failPoisonRun(ctx, runID, agent, &info, d.meta.Sequence.Stream); publish {
+		if publish, queued := w.failPoisonRun(ctx, runID, agent, &info, d.meta.Sequence.Stream, int(bus.HeaderUint(d.msg.Headers(), bus.HeaderSubmission))); publish {
 			if rp, err := w.pub.Open(ctx, runID, enc); err == nil {
 				rp.SetRequest(d.meta.Sequence.Stream)
 				if last, _ := w.lastEvent(ctx, runID); last == nil || !last.IsTerminal() || queued {
@@ -179,8 +179,9 @@ func (w *Worker) poison(ctx context.Context, d *delivery, runID, agent string, e
 // a run already failed only if its last event is not terminal (the caller
 // checks: a redelivery after a crash before the publish); never for a run
 // that is running or completed, whose record and events belong to another
-// request.
-func (w *Worker) failPoisonRun(ctx context.Context, runID, agent string, info *loop.ErrorInfo, seq uint64) (publish, queued bool) {
+// request, nor for a stale copy of an earlier or superseded request (see
+// lifecycle.IsStale).
+func (w *Worker) failPoisonRun(ctx context.Context, runID, agent string, info *loop.ErrorInfo, seq uint64, submission int) (publish, queued bool) {
 	now := w.cfg.Clock()
 	_, err := w.st.Runs().Create(ctx, lifecycle.RejectNew(runID, agent, *info, w.cfg.ID, now))
 	if !errors.Is(err, store.ErrRunExists) {
@@ -188,12 +189,12 @@ func (w *Worker) failPoisonRun(ctx context.Context, runID, agent string, info *l
 	}
 	_, err = w.st.Runs().Modify(ctx, runID, lifecycle.Modify(func(r store.RunRecord) (store.RunRecord, error) {
 		publish = r.Status == store.RunFailed
-		return lifecycle.Reject(r, *info, w.cfg.ID, now, seq)
+		return lifecycle.Reject(r, *info, w.cfg.ID, now, seq, submission)
 	}))
 	switch {
 	case err == nil:
 		return true, true
-	case errors.Is(err, lifecycle.ErrEnded), errors.Is(err, lifecycle.ErrInFlight):
+	case errors.Is(err, lifecycle.ErrEnded), errors.Is(err, lifecycle.ErrInFlight), errors.Is(err, lifecycle.ErrStale):
 		return publish, false
 	}
 	w.log.Warn("poison: run index update failed", "run_id", runID, "error", err)
