@@ -59,7 +59,10 @@
 //
 // The fixture's queued run has run before (attempt 1, a release): another
 // request's reject leaves it to its own request; a run never claimed, or
-// queued for the bad request itself, is rejected.
+// queued for the bad request itself, is rejected. A reject records the
+// bad request, so the submission's other copies (the API's requeue) are
+// stale; a bad copy older than the request the record names, or of an
+// earlier submission, is refused with ErrStale and leaves the run alone.
 //
 // A claim of a completed or failed run by its own request is a redelivery
 // after the terminal event: [Decide] acknowledges or heals it before any
