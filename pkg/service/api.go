@@ -105,7 +105,7 @@ func NewAPI(cfg Config) (*API, error) {
 func (a *API) Names() bus.Names { return a.names }
 
 func notFound(what string) *bus.APIError {
-	return &bus.APIError{Type: bus.TypeNotFound, Message: what + " not found", Hint: "check the id; runs are listed by the ids submit returned"}
+	return &bus.APIError{Type: bus.TypeNotFound, Message: what + " not found", Hint: "check the id; lovia runs list (GET /v1/runs) lists the runs the fleet knows"}
 }
 
 func invalid(field, reason string) error { return &bus.FieldError{Field: field, Reason: reason} }
@@ -224,6 +224,19 @@ func inputSize(in bus.Input) int {
 // terminal event and then failed to update the index — a crash, a store
 // error — leaves such a record; the next resubmission would otherwise be
 // refused as in flight for ever.) Any doubt keeps the record as it is.
+// record reads a run's record for a reply (NotFound for an unknown run),
+// settled as settled says.
+func (a *API) record(ctx context.Context, runID string) (store.RunRecord, error) {
+	e, err := a.cfg.Store.Runs().Get(ctx, runID)
+	if errors.Is(err, store.ErrRunNotFound) {
+		return store.RunRecord{}, notFound("run " + runID)
+	}
+	if err != nil {
+		return store.RunRecord{}, err
+	}
+	return a.settled(ctx, e), nil
+}
+
 func (a *API) settled(ctx context.Context, e *store.RunEntry) store.RunRecord {
 	rec := e.Record
 	if rec.Status != store.RunRunning {
@@ -397,14 +410,10 @@ func (a *API) Status(ctx context.Context, runID string) (*bus.StatusReply, error
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
 	defer cancel()
-	e, err := a.cfg.Store.Runs().Get(ctx, runID)
-	if errors.Is(err, store.ErrRunNotFound) {
-		return nil, notFound("run " + runID)
-	}
+	r, err := a.record(ctx, runID)
 	if err != nil {
 		return nil, err
 	}
-	r := a.settled(ctx, e)
 	rep := &bus.StatusReply{RunID: r.RunID, Agent: r.Agent, SessionID: r.SessionID, Status: wireState(r.Status),
 		Worker: r.Worker, Attempt: r.Attempt, Turns: r.Turns, Error: r.Error}
 	if r.Status == store.RunCompleted {

@@ -309,15 +309,10 @@ func (a *API) DescribeRun(ctx context.Context, runID string) (*bus.RunDescriptio
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
 	defer cancel()
-	e, err := a.cfg.Store.Runs().Get(ctx, runID)
-	if errors.Is(err, store.ErrRunNotFound) {
-		return nil, &bus.APIError{Type: bus.TypeNotFound, Message: "run " + runID + " not found",
-			Hint: "check the id; lovia runs list (GET /v1/runs) lists the runs the fleet knows"}
-	}
+	r, err := a.record(ctx, runID)
 	if err != nil {
 		return nil, err
 	}
-	r := a.settled(ctx, e)
 	now := time.Now()
 	d := &bus.RunDescription{Usage: r.Usage, FinishReason: r.FinishReason, Submissions: max(r.Submissions, 1), Wakes: r.Wakes,
 		Attempts: make([]bus.RunStep, 0, len(r.Attempts)), AttemptsDropped: r.AttemptsDropped, Children: []bus.RunSummary{},
