@@ -316,13 +316,19 @@ func watchKeys[T any](ctx context.Context, b *bucket, filter, op string, decode 
 	return out, nil
 }
 
-// Owned reports whether any worker holds an ownership record of the run.
+// Owned reports whether any worker holds an ownership record of the run
+// or lists it in its holdings record.
 func (c *Control) Owned(ctx context.Context, runID string) (bool, error) {
 	if err := checkID("owned", "run id", runID); err != nil {
 		return false, err
 	}
 	entries, err := c.owners(ctx, "owned", runID)
-	return len(entries) > 0, err
+	if err != nil || len(entries) > 0 {
+		return len(entries) > 0, err
+	}
+	// A holdings record may list a run its worker no longer holds (it
+	// drops ended runs in its next write): any doubt counts as owned.
+	return c.listedIn(ctx, "owned", runID)
 }
 
 // owners lists the ownership records of the run, whoever holds them.

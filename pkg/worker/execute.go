@@ -312,48 +312,24 @@ func (w *Worker) claimed(ctx context.Context, d *delivery, req *bus.RunRequest, 
 	rp.SetTrace(bus.TraceContextOf(ctx)) // the claim's
 	x.rp = rp
 	// Last, once nothing can drop x: its clean-up clears the record.
-	w.own(ctx, x)
+	w.own(x)
 	return x, lifecycle.Verdict{}
 }
 
-// own records this worker's ownership of the claimed run (the takeover
-// reaper of every other worker watches it), after retiring the records of
-// the workers that held it before.
-func (w *Worker) own(ctx context.Context, x *execution) {
+// own lists the claimed delivery in this worker's holdings record (the
+// takeover reaper of every other worker watches it; see holdings). The
+// claim does not wait for the write, and the run's clean-up drops the
+// entry, which leaves the record with the next write. A redelivered run's
+// earlier holder may still list it: a reaper checks the run's record, which
+// this claim changed, before it releases a listed run.
+func (w *Worker) own(x *execution) {
 	d := x.d
-	if !d.firstClaim {
-		// Retire the records of the workers that held this run before, so
-		// no survivor's reaper NAKs this delivery thinking it is theirs.
-		if n, err := w.st.Control().ClearOtherOwners(ctx, w.cfg.ID, x.runID); err != nil {
-			d.log.Warn("clearing earlier ownership records failed", "error", err)
-		} else if n > 0 {
-			d.log.Debug("cleared earlier ownership records", "count", n)
-		}
-	}
 	ack := d.msg.Reply()
-	if ack == "" {
+	if ack == "" || w.hold == nil {
 		return
 	}
-	// The record is written while the run starts (it only speeds up a
-	// takeover: until it is stored, a crash of this worker is noticed
-	// after the ack wait, as when the put fails), and cleared by the
-	// revision this execution set; when that is unknown (the put's reply
-	// was lost: it may have landed), by whatever revision is there. The
-	// clean-up waits for the put.
-	set := make(chan uint64, 1)
-	go func() {
-		rev, err := w.st.Control().SetOwner(ctx, w.cfg.ID, x.runID, ack)
-		if err != nil {
-			d.log.Warn("recording run ownership failed; a crash of this worker will be noticed after the ack wait only", "error", err)
-		}
-		set <- rev
-	}()
-	x.cleanup = append(x.cleanup, func() {
-		rev := <-set
-		cctx, cancel := context.WithTimeout(context.Background(), w.cfg.StoreTimeout)
-		defer cancel()
-		_ = w.st.Control().ClearOwnerAt(cctx, w.cfg.ID, x.runID, rev)
-	})
+	drop := w.hold.add(store.Holding{RunID: x.runID, Ack: ack, Seq: d.meta.Sequence.Stream, Attempt: x.holder.Attempt})
+	x.cleanup = append(x.cleanup, drop)
 }
 
 // run executes a claimed run with the loop, publishing its events, then

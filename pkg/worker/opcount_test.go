@@ -88,13 +88,14 @@ func opClass(subject string) string {
 }
 
 // kvKind names a KV subject (<bucket>.<key>) by its bucket and the kind
-// of key: <bucket> own for own.<worker>.<run>, else <bucket> <token after
-// the run id> (rec, head, b, cancel, m…).
+// of key: <bucket> own for own.<worker>.<run> (earlier releases), <bucket>
+// hold for hold.<worker>, else <bucket> <token after the run id> (rec,
+// head, b, cancel, m…).
 func kvKind(s string) string {
 	parts := strings.Split(s, ".")
 	switch {
-	case len(parts) > 1 && parts[1] == "own":
-		return parts[0] + " own"
+	case len(parts) > 1 && (parts[1] == "own" || parts[1] == "hold"):
+		return parts[0] + " " + parts[1]
 	case len(parts) > 2:
 		return parts[0] + " " + parts[2]
 	}

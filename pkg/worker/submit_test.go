@@ -266,13 +266,20 @@ func TestIndexStuckRunningIsRepaired(t *testing.T) {
 	require.NoError(t, err)
 
 	// While a worker holds the run, the record stands.
-	_, err = f.Store.Control().SetOwner(ctx, "w9", rep.RunID, "$JS.ACK.fake")
+	_, err = f.Store.Control().SetHoldings(ctx, "w9", []store.Holding{{RunID: rep.RunID, Ack: "$JS.ACK.fake", Attempt: 1}})
 	require.NoError(t, err)
 	st, err := f.Client.Status(ctx, rep.RunID)
 	require.NoError(t, err)
 	require.Equal(t, bus.StateRunning, st.Status)
 
-	require.NoError(t, f.Store.Control().ClearOwner(ctx, "w9", rep.RunID))
+	_, err = f.Store.Control().ClearHoldings(ctx, "w9", 0)
+	require.NoError(t, err)
+	// The worker that ran it drops the run from its own holdings record
+	// lazily (with its next write, within holdLinger when none comes).
+	require.Eventually(t, func() bool {
+		owned, err := f.Store.Control().Owned(ctx, rep.RunID)
+		return err == nil && !owned
+	}, 15*time.Second, 20*time.Millisecond, "waiting for no holdings record to list the run")
 	st, err = f.Client.Status(ctx, rep.RunID)
 	require.NoError(t, err)
 	require.Equal(t, bus.StateCompleted, st.Status, "repaired from the terminal event")

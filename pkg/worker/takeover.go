@@ -22,22 +22,33 @@ import (
 // releases the dead worker's deliveries with a NAK on their ack subjects,
 // so another worker resumes them within seconds instead of the ack wait.
 //
-// Each worker records "own.<worker>.<run> = ack subject" while it holds a
-// run, answers pings on <prefix>.worker.<id>.ping, and watches the
-// ownership records. Only the survivor whose compare-and-delete of a
-// record succeeds sends the NAK, so a run is released once.
+// Each worker keeps one holdings record, hold.<worker> (see holdings.go):
+// the deliveries it holds, each with its run, ack subject, request
+// sequence and attempt, rewritten as a whole by one writer — claims share
+// a write, runs that ended leave the record in the next one. It answers
+// pings on <prefix>.worker.<id>.ping, and watches every worker's
+// holdings. Only the survivor whose compare-and-delete of a dead worker's
+// record succeeds releases its runs, and only those whose run record still
+// names the dead worker's claim as running: the release transition in the
+// index (a compare-and-set) comes before the NAK, so a listed run that
+// ended, parked, was released or claimed since (a lazily dropped entry, a
+// redelivery) is left alone, and a run is released once.
+//
+// Workers of releases before the holdings record wrote own.<worker>.<run>
+// per run; their records are not watched (a fleet mixing releases is not
+// supported: see the README's upgrading section), only read by Owned.
 
 func (w *Worker) presenceSubject(id string) string { return w.names.WorkerPing(id) }
 
-// startTakeover starts the presence responder, the reaper and the park
-// timers.
+// startTakeover starts the presence responder, the holdings writer, the
+// reaper and the park timers.
 func (w *Worker) startTakeover(ctx context.Context) error {
 	sub, err := w.cfg.Conn.Subscribe(w.presenceSubject(w.cfg.ID), w.onPing)
 	if err != nil {
 		return err
 	}
 	w.presenceSub = sub
-	updates, err := w.st.Control().WatchOwners(ctx)
+	updates, err := w.st.Control().WatchHoldings(ctx)
 	if err != nil {
 		return err
 	}
@@ -47,6 +58,8 @@ func (w *Worker) startTakeover(ctx context.Context) error {
 	}
 	w.reaperDone = make(chan struct{})
 	w.timersDone = make(chan struct{})
+	w.hold = newHoldings(w)
+	go w.hold.writer(ctx)
 	go w.reaper(ctx, updates)
 	go func() {
 		defer close(w.timersDone)
@@ -55,11 +68,13 @@ func (w *Worker) startTakeover(ctx context.Context) error {
 	return nil
 }
 
-// reaper tracks ownership records and releases the runs of dead workers.
-func (w *Worker) reaper(ctx context.Context, updates <-chan store.Ownership) {
+// reaper tracks the other workers' holdings records and releases the runs
+// of dead workers. It ends after the holdings writer, which ends with ctx.
+func (w *Worker) reaper(ctx context.Context, updates <-chan store.Holdings) {
 	defer close(w.reaperDone)
-	owned := map[string]map[string]store.Ownership{} // worker → run → record
-	absent := map[string]time.Time{}                 // worker → first seen absent
+	defer func() { <-w.hold.done }()
+	held := map[string]store.Holdings{} // worker → its latest record
+	absent := map[string]time.Time{}    // worker → first seen absent
 	tick := time.NewTicker(w.cfg.TakeoverInterval)
 	defer tick.Stop()
 	reconnects := w.cfg.Conn.Stats().Reconnects
@@ -68,26 +83,18 @@ func (w *Worker) reaper(ctx context.Context, updates <-chan store.Ownership) {
 		select {
 		case <-ctx.Done():
 			return
-		case o, ok := <-updates:
+		case h, ok := <-updates:
 			if !ok {
 				return
 			}
-			if o.Worker == w.cfg.ID {
+			if h.Worker == w.cfg.ID {
 				continue
 			}
-			runs := owned[o.Worker]
-			if o.Deleted {
-				delete(runs, o.RunID)
-				if len(runs) == 0 {
-					delete(owned, o.Worker)
-				}
+			if h.Deleted || len(h.Runs) == 0 {
+				delete(held, h.Worker)
 				continue
 			}
-			if runs == nil {
-				runs = map[string]store.Ownership{}
-				owned[o.Worker] = runs
-			}
-			runs[o.RunID] = o
+			held[h.Worker] = h
 		case <-tick.C:
 			now := time.Now()
 			if n := w.cfg.Conn.Stats().Reconnects; n != reconnects || !w.cfg.Conn.IsConnected() {
@@ -100,11 +107,11 @@ func (w *Worker) reaper(ctx context.Context, updates <-chan store.Ownership) {
 			}
 			grace := w.takeoverGrace(now, reconnectedAt)
 			for worker := range absent {
-				if owned[worker] == nil {
+				if _, ok := held[worker]; !ok {
 					delete(absent, worker)
 				}
 			}
-			for worker, runs := range owned {
+			for worker, h := range held {
 				if w.alive(ctx, worker) {
 					delete(absent, worker)
 					continue
@@ -119,19 +126,32 @@ func (w *Worker) reaper(ctx context.Context, updates <-chan store.Ownership) {
 					continue
 				}
 				delete(absent, worker)
-				for run, o := range runs {
-					if w.ownedElsewhere(owned, worker, run) {
-						// Already redelivered to a live worker: drop the
-						// stale record without touching the delivery.
-						_, _ = w.st.Control().TakeOwnership(ctx, o)
-					} else {
-						w.releaseDead(ctx, o)
-					}
-					delete(runs, run)
-				}
-				delete(owned, worker)
+				delete(held, worker)
+				w.releaseWorker(ctx, h)
 			}
 		}
+	}
+}
+
+// releaseWorker releases the runs a dead worker's holdings record lists,
+// if this worker wins the record (its compare-and-delete).
+func (w *Worker) releaseWorker(ctx context.Context, h store.Holdings) {
+	won, err := w.st.Control().ClearHoldings(ctx, h.Worker, h.Revision)
+	if err != nil {
+		w.log.Warn("takeover: taking a dead worker's holdings record failed; its runs wait for the ack wait", "dead_worker", h.Worker, "error", err)
+		return
+	}
+	if !won {
+		return // another survivor took it, or the worker wrote since
+	}
+	for _, r := range h.Runs {
+		w.mu.Lock()
+		_, mine := w.active[r.RunID]
+		w.mu.Unlock()
+		if mine {
+			continue // already redelivered here
+		}
+		w.releaseDead(ctx, h.Worker, r)
 	}
 }
 
@@ -223,63 +243,44 @@ func (w *Worker) alive(ctx context.Context, worker string) bool {
 	return !errors.Is(err, nats.ErrNoResponders)
 }
 
-// releaseDead releases a dead worker's run if this worker wins its
-// ownership record: the release transition in the index, then a NAK on the
-// dead delivery's ack subject.
-func (w *Worker) releaseDead(ctx context.Context, o store.Ownership) {
-	// The index names the worker that claimed the run last: when that is
-	// no longer the dead one, its delivery was already handed on.
-	e, err := w.st.Runs().Get(ctx, o.RunID)
-	if err == nil && e.Record.Worker != o.Worker {
-		_, _ = w.st.Control().TakeOwnership(ctx, o)
+// releaseDead releases a run a dead worker's holdings list if the run's
+// record still says that worker's claim runs it: the release transition
+// in the index, then a NAK on the dead delivery's ack subject.
+func (w *Worker) releaseDead(ctx context.Context, dead string, r store.Holding) {
+	log := w.log.With("run_id", r.RunID, "dead_worker", dead)
+	e, err := w.st.Runs().Get(ctx, r.RunID)
+	switch {
+	case errors.Is(err, store.ErrRunNotFound):
+		// No record (it expired): the NAK alone, as the holder would.
+	case err != nil:
+		log.Warn("takeover: reading the run's record failed; the run waits for the ack wait", "error", err)
 		return
-	}
-	won, err := w.st.Control().TakeOwnership(ctx, o)
-	if err != nil || !won {
+	case e.Record.Worker != dead || e.Record.Status != lifecycle.Running:
+		// Ended, parked, released, or claimed since by another worker
+		// (a NAK by stream sequence would hit its live delivery): the
+		// entry was only not yet dropped.
 		return
-	}
-	if e != nil {
-		holder := lifecycle.Holder{Worker: o.Worker, Attempt: e.Record.Attempt}
-		_, err := w.st.Runs().Modify(ctx, o.RunID, lifecycle.Modify(func(r store.RunRecord) (store.RunRecord, error) {
-			return lifecycle.Release(r, holder)
+	default:
+		holder := lifecycle.Holder{Worker: dead, Attempt: r.Attempt}
+		_, err := w.st.Runs().Modify(ctx, r.RunID, lifecycle.Modify(func(rec store.RunRecord) (store.RunRecord, error) {
+			return lifecycle.Release(rec, holder)
 		}))
 		if errors.Is(err, lifecycle.ErrNotHolder) {
-			// Claimed since by another worker: a NAK by stream sequence
-			// would hit its live delivery.
-			return
+			return // a later claim, or the run moved on
 		}
 		if err != nil {
-			w.log.Warn("takeover: recording the release in the run index failed", "run_id", o.RunID, "error", err)
+			log.Warn("takeover: recording the release in the run index failed; the run waits for the ack wait", "error", err)
+			return
 		}
 	}
-	if err := w.cfg.Conn.Publish(o.Ack, []byte("-NAK")); err != nil {
-		w.log.Warn("takeover: releasing a dead worker's run failed; it waits for the ack wait", "run_id", o.RunID, "dead_worker", o.Worker, "error", err)
+	if err := w.cfg.Conn.Publish(r.Ack, []byte("-NAK")); err != nil {
+		log.Warn("takeover: releasing a dead worker's run failed; it waits for the ack wait", "error", err)
 		return
 	}
 	w.m.takeovers.Inc()
-	w.log.Info("takeover: released the run of a worker that is gone", "run_id", o.RunID, "dead_worker", o.Worker)
+	log.Info("takeover: released the run of a worker that is gone")
 	// No run left behind: a released run whose request is gone (it was
 	// acknowledged or terminated while the record said otherwise) would
 	// never end by itself.
-	w.checkLost(ctx, o.RunID)
-}
-
-// ownedElsewhere reports whether a worker other than dead holds run, or
-// this worker does.
-func (w *Worker) ownedElsewhere(owned map[string]map[string]store.Ownership, dead, run string) bool {
-	w.mu.Lock()
-	_, mine := w.active[run]
-	w.mu.Unlock()
-	if mine {
-		return true
-	}
-	for worker, runs := range owned {
-		if worker == dead {
-			continue
-		}
-		if _, ok := runs[run]; ok {
-			return true
-		}
-	}
-	return false
+	w.checkLost(ctx, r.RunID)
 }

@@ -40,6 +40,7 @@ type Worker struct {
 	ann    *fleet.Announcer
 
 	presenceSub *nats.Subscription
+	hold        *holdings // takeover.go, holdings.go
 	deadCtx     context.Context
 	stopDead    context.CancelFunc
 	deadDone    chan struct{}

@@ -113,18 +113,16 @@ func TestChaosRepeatedKills(t *testing.T) {
 }
 
 // pickVictim picks a random live worker, preferring those that hold runs
-// (their ownership records, own.<worker>.<run> in the runs bucket).
+// (their holdings records, hold.<worker> in the runs bucket).
 func pickVictim(t *testing.T, js jetstream.JetStream, live map[string]*proc, rng *rand.Rand) string {
 	t.Helper()
 	var busy, all []string
 	kv, err := js.KeyValue(context.Background(), "lovia_runs")
 	require.NoError(t, err)
 	holds := map[string]bool{}
-	if lister, err := kv.ListKeysFiltered(context.Background(), "own.>"); err == nil {
+	if lister, err := kv.ListKeysFiltered(context.Background(), "hold.*"); err == nil {
 		for k := range lister.Keys() {
-			if parts := strings.Split(k, "."); len(parts) == 3 {
-				holds[parts[1]] = true
-			}
+			holds[strings.TrimPrefix(k, "hold.")] = true
 		}
 	}
 	for id := range live {

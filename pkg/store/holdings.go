@@ -1,0 +1,119 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Holdings keys record, in one message per worker, the deliveries a
+// worker holds, so a surviving worker can release the runs of a worker
+// that is provably gone without waiting for the ack wait:
+//
+//	runs  hold.<worker>   JSON {"runs":[{"run","ack","seq","attempt"}…]}: the worker's holdings
+//
+// A worker rewrites its record as a whole (a group commit: the claims that
+// arrive while a write is in flight share the next one) and drops the runs
+// it no longer holds lazily, in its next write, so a listed run is only a
+// candidate: whoever releases it checks the run's record first (see
+// worker's takeover). The earlier layout, own.<worker>.<run> (one record a
+// run, written at claim and cleared at settle), is still read by Owned.
+func holdingsKey(worker string) string { return "hold." + worker }
+
+// Holding is one delivery a worker holds: the run, the ack subject of the
+// worker's delivery, the request's stream sequence and the attempt the
+// worker's claim recorded.
+type Holding struct {
+	RunID   string `json:"run"`
+	Ack     string `json:"ack"`
+	Seq     uint64 `json:"seq,omitempty"`
+	Attempt int    `json:"attempt"`
+}
+
+// Holdings is one worker's holdings record.
+type Holdings struct {
+	Worker   string
+	Runs     []Holding
+	Revision uint64
+	Deleted  bool
+}
+
+type holdingsValue struct {
+	Runs []Holding `json:"runs"`
+}
+
+// SetHoldings replaces worker's holdings record with runs and returns the
+// record's revision (for ClearHoldings).
+func (c *Control) SetHoldings(ctx context.Context, worker string, runs []Holding) (uint64, error) {
+	if err := checkID("set holdings", "worker id", worker); err != nil {
+		return 0, err
+	}
+	val, err := json.Marshal(holdingsValue{Runs: runs})
+	if err != nil {
+		return 0, wrapErr("set holdings", worker, err)
+	}
+	rev, err := c.b.put(ctx, holdingsKey(worker), val)
+	if err != nil {
+		return 0, wrapErr("set holdings", worker, err)
+	}
+	return rev, nil
+}
+
+// ClearHoldings removes worker's holdings record if it is still at
+// revision rev (whatever its revision when rev is 0). It reports whether
+// it removed it.
+func (c *Control) ClearHoldings(ctx context.Context, worker string, rev uint64) (bool, error) {
+	if err := checkID("clear holdings", "worker id", worker); err != nil {
+		return false, err
+	}
+	if err := c.b.purgeKey(ctx, holdingsKey(worker), rev); err != nil {
+		if isCAS(err) || isNotFound(err) {
+			return false, nil
+		}
+		return false, wrapErr("clear holdings", worker, err)
+	}
+	return true, nil
+}
+
+// WatchHoldings streams the changes of every worker's holdings record,
+// starting with the current records, until ctx ends, through one watcher
+// (one consumer). A record that does not decode is skipped.
+func (c *Control) WatchHoldings(ctx context.Context) (<-chan Holdings, error) {
+	return watchKeys(ctx, c.b, "hold.*", "watch holdings", func(e jetstream.KeyValueEntry) (Holdings, bool) {
+		worker, ok := strings.CutPrefix(e.Key(), "hold.")
+		if !ok || worker == "" {
+			return Holdings{}, false
+		}
+		h := Holdings{Worker: worker, Revision: e.Revision(), Deleted: e.Operation() != jetstream.KeyValuePut}
+		if h.Deleted {
+			return h, true
+		}
+		var v holdingsValue
+		if err := json.Unmarshal(e.Value(), &v); err != nil {
+			return Holdings{}, false
+		}
+		h.Runs = v.Runs
+		return h, true
+	})
+}
+
+// listedIn reports whether any holdings record lists run.
+func (c *Control) listedIn(ctx context.Context, op, runID string) (bool, error) {
+	entries, err := c.b.list(ctx, "hold.*")
+	if err != nil {
+		return false, wrapErr(op, runID, err)
+	}
+	for _, e := range entries {
+		var v holdingsValue
+		if json.Unmarshal(e.Value(), &v) != nil {
+			continue
+		}
+		if slices.ContainsFunc(v.Runs, func(h Holding) bool { return h.RunID == runID }) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
