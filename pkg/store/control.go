@@ -209,9 +209,11 @@ func (c *Control) ClearCancel(ctx context.Context, runID string) error {
 	return wrapErr("cancel clear", runID, c.b.clearKey(ctx, runID+".cancel", 0))
 }
 
-// Ownership keys record which worker holds which run's delivery, so a
-// surviving worker can release the runs of a worker that is provably gone
-// without waiting for the ack wait:
+// Ownership keys, the layout of releases before the holdings record
+// (holdings.go), recorded which worker holds which run's delivery, so a
+// surviving worker could release the runs of a worker that is provably
+// gone without waiting for the ack wait. Workers no longer write them;
+// Owned still reads them:
 //
 //	runs  own.<worker>.<run>   the ack subject of the worker's delivery
 func ownerKey(worker, run string) string { return "own." + worker + "." + run }
