@@ -206,7 +206,8 @@ func (n Names) CheckpointsBucket() string { return n.lower() + "_checkpoints" }
 // cancels waiting for a run.
 func (n Names) MailboxBucket() string { return n.lower() + "_mailbox" }
 
-// RunsBucket is the KV bucket of run status and ownership records.
+// RunsBucket is the KV bucket of run records, control records and the
+// workers' holdings records.
 func (n Names) RunsBucket() string { return n.lower() + "_runs" }
 
 // Buckets lists every KV bucket.
