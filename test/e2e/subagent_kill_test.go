@@ -99,10 +99,26 @@ func TestSubagentReportOutlivesParentWorker(t *testing.T) {
 	require.NoError(t, victim.cmd.Process.Signal(syscall.SIGKILL))
 	_, _ = victim.cmd.Process.Wait()
 
-	// The child ends only now, after the kill.
-	ar, err := c.Approve(ctx, childID, "e1", loop.Approve, "")
-	require.NoError(t, err)
-	require.True(t, ar.Accepted)
+	// The child ends only now, after the kill. An approval is sent once
+	// (its effect may have happened when its reply is lost); right after
+	// the kill, under load, a try can reach the dead worker's API and get
+	// no reply: then the child's events say whether it was applied before
+	// it is sent again.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		actx, acancel := context.WithTimeout(ctx, 10*time.Second)
+		ar, err := c.Approve(actx, childID, "e1", loop.Approve, "")
+		acancel()
+		if err == nil {
+			require.True(t, ar.Accepted || ar.Decision == loop.Approve, "the child's approval: %+v", ar)
+			break
+		}
+		if sawEvent(ctx, c, childID, loop.EventApprovalResolved) {
+			break // the try whose reply was lost was applied
+		}
+		require.ErrorIs(t, err, context.DeadlineExceeded, "approving the child")
+		require.True(t, time.Now().Before(deadline), "approving the child for 60s: %v", err)
+	}
 
 	envs := completedRun(t, c, rep.RunID, "parent")
 	child := completedRun(t, c, childID, "child")
@@ -152,4 +168,25 @@ func waitFor(t *testing.T, ctx context.Context, c *client.Client, runID, what st
 		}
 	}
 	t.Fatalf("run %s ended before %s", runID, what)
+}
+
+// sawEvent reports whether the run's events so far include one of type
+// typ (it reads them for at most 3 s).
+func sawEvent(ctx context.Context, c *client.Client, runID string, typ loop.EventType) bool {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	tail, err := c.Tail(ctx, runID, bus.FromStart())
+	if err != nil {
+		return false
+	}
+	defer func() { _ = tail.Close(context.Background()) }()
+	for env, err := range tail.All(ctx) {
+		if err != nil {
+			return false
+		}
+		if env.Type == typ {
+			return true
+		}
+	}
+	return false
 }
