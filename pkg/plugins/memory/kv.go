@@ -75,25 +75,18 @@ func key(scope string, kind Kind, id string) string {
 
 // Put implements Store.
 func (s *KV) Put(ctx context.Context, scope string, r Record) error {
-	ctx, cancel := withTimeout(ctx)
-	defer cancel()
-	kv, err := s.bind(ctx, true)
-	if err != nil {
-		return err
-	}
-	b, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	if _, err := kv.Put(ctx, key(scope, r.Kind, r.ID), b); err != nil {
-		return fmt.Errorf("memory bucket %s: put: %w", s.bucket, err)
-	}
-	return nil
+	return s.write(ctx, scope, r, false)
 }
 
 // Create implements Store, with the KV's create (a write that expects no
 // value).
 func (s *KV) Create(ctx context.Context, scope string, r Record) error {
+	return s.write(ctx, scope, r, true)
+}
+
+// write stores r: a put, or a create that fails with ErrExists when the
+// record is there.
+func (s *KV) write(ctx context.Context, scope string, r Record, create bool) error {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	kv, err := s.bind(ctx, true)
@@ -104,7 +97,14 @@ func (s *KV) Create(ctx context.Context, scope string, r Record) error {
 	if err != nil {
 		return err
 	}
-	if _, err := kv.Create(ctx, key(scope, r.Kind, r.ID), b); errors.Is(err, jetstream.ErrKeyExists) {
+	k := key(scope, r.Kind, r.ID)
+	if !create {
+		if _, err := kv.Put(ctx, k, b); err != nil {
+			return fmt.Errorf("memory bucket %s: put: %w", s.bucket, err)
+		}
+		return nil
+	}
+	if _, err := kv.Create(ctx, k, b); errors.Is(err, jetstream.ErrKeyExists) {
 		return fmt.Errorf("%w: %s %s: %w", ErrExists, r.Kind, r.ID, err)
 	} else if err != nil {
 		return fmt.Errorf("memory bucket %s: create: %w", s.bucket, err)
