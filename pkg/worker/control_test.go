@@ -305,21 +305,21 @@ func TestCancelBeforeClaimAndDuringApproval(t *testing.T) {
 	require.NoError(t, err)
 	f.StartWorker(workerConfig(t, f, "wB"))
 
-	envs := f.Events(queued.RunID, 10*time.Second)
+	envs := f.Events(queued.RunID, 30*time.Second) // generous: a loaded machine starts the worker slowly
 	checkOneSubmission(t, queued.RunID, envs)
 	require.Equal(t, "RunCancelled", fleettest.Event[*loop.RunFailed](t, envs[len(envs)-1]).Error.Type)
 	require.Empty(t, fleettest.OfType(envs, loop.EventToolCallStarted), "a cancelled run ran a tool: %v", fleettest.Types(envs))
 
-	waitEvent(t, f, gated.RunID, loop.EventApprovalRequired, 10*time.Second)
+	waitEvent(t, f, gated.RunID, loop.EventApprovalRequired, 30*time.Second)
 	t0 := time.Now()
 	_, err = f.Client.Cancel(ctx, gated.RunID, "abandon")
 	require.NoError(t, err)
-	envs = f.Events(gated.RunID, 10*time.Second)
+	envs = f.Events(gated.RunID, 30*time.Second)
 	require.Less(t, time.Since(t0), 3*time.Second)
 	checkOneSubmission(t, gated.RunID, envs)
 	require.Equal(t, "RunCancelled", fleettest.Event[*loop.RunFailed](t, envs[len(envs)-1]).Error.Type)
 	require.Empty(t, fleettest.OfType(envs, loop.EventToolCallStarted))
-	waitIdle(t, f, 10*time.Second)
+	waitIdle(t, f, 30*time.Second)
 }
 
 // TestRestartAsksForApprovalAgain: a restarted run asks afresh about a
