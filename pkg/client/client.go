@@ -74,7 +74,7 @@ const minTry = time.Second
 
 // request sends one API request and decodes its reply into out. A request
 // that is safe to repeat with the same answer (submit with a run id, status,
-// session, agents: retry) and whose reply does not come is sent again: the
+// session, agents, approve: retry) and whose reply does not come is sent again: the
 // process it reached may have died with it (a worker killed mid-request),
 // and the next one reaches a live process. Each try waits for half the time
 // left, the last (under 2*minTry left) for all of it. Other operations are
@@ -151,7 +151,9 @@ func (c *Client) Approve(ctx context.Context, runID, callID string, d loop.Decis
 		return nil, err
 	}
 	var rep bus.ApproveReply
-	if err := c.request(ctx, subj, &bus.ApproveRequest{CallID: callID, Decision: d, Reason: reason}, &rep, false); err != nil {
+	// Safe to send again: the API answers a repeat of the decision in
+	// force as it answered the first (accepted).
+	if err := c.request(ctx, subj, &bus.ApproveRequest{CallID: callID, Decision: d, Reason: reason}, &rep, true); err != nil {
 		return nil, err
 	}
 	return &rep, nil

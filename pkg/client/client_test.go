@@ -287,6 +287,17 @@ func TestApprove(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, bus.ApproveReply{RunID: rep.RunID, CallID: "c1", Decision: loop.Approve, Reason: "looks good", Accepted: true}, *ar)
 
+	// The same decision sent again (a client that lost the reply) is
+	// answered as the first was, also once the run has moved on or ended.
+	repeat, err := f.Client.Approve(ctx, rep.RunID, "c1", loop.Approve, "looks good")
+	require.NoError(t, err)
+	require.Equal(t, *ar, *repeat)
+	ended := tailAll(t, f.Client, rep.RunID)
+	require.True(t, ended[len(ended)-1].IsTerminal())
+	repeat, err = f.Client.Approve(ctx, rep.RunID, "c1", loop.Approve, "looks good")
+	require.NoError(t, err, "the repeat of the decision in force after the run ended")
+	require.Equal(t, *ar, *repeat)
+
 	again, err := f.Client.Approve(ctx, rep.RunID, "c1", loop.Reject, "too late")
 	if err == nil {
 		require.False(t, again.Accepted, "a second decision replaced the first")

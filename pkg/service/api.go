@@ -444,10 +444,15 @@ func (a *API) liveRun(ctx context.Context, runID string, live bool) (*store.RunR
 		return nil, err
 	}
 	if live && e.Record.Status.Ended() {
-		return nil, &bus.APIError{Type: bus.TypeInvalidRequest, Message: fmt.Sprintf("run %s is %s", runID, e.Record.Status),
-			Hint: "resubmit the run (if_run_exists resume) to continue it"}
+		return nil, runEnded(runID, e.Record.Status)
 	}
 	return &e.Record, nil
+}
+
+// runEnded refuses a control of a run that has ended.
+func runEnded(runID string, status store.RunStatus) error {
+	return &bus.APIError{Type: bus.TypeInvalidRequest, Message: fmt.Sprintf("run %s is %s", runID, status),
+		Hint: "resubmit the run (if_run_exists resume) to continue it"}
 }
 
 func (a *API) notify(runID string) {
@@ -463,9 +468,22 @@ func (a *API) Approve(ctx context.Context, runID string, req *bus.ApproveRequest
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	rec, err := a.liveRun(ctx, runID, true)
+	rec, err := a.liveRun(ctx, runID, false)
 	if err != nil {
 		return nil, err
+	}
+	// A decision already stored for the call answers a repeat as the
+	// first was answered — accepted when it asks for the decision in
+	// force — even once the run has moved on or ended: a client that lost
+	// the first reply can send the decision again.
+	if prev, err := a.cfg.Store.Control().Decision(ctx, runID, rec.Submissions, req.CallID); err != nil {
+		return nil, err
+	} else if prev != nil {
+		same := prev.Decision == req.Decision && prev.Reason == req.Reason
+		return &bus.ApproveReply{RunID: runID, CallID: req.CallID, Decision: prev.Decision, Reason: prev.Reason, Accepted: same}, nil
+	}
+	if rec.Status.Ended() {
+		return nil, runEnded(runID, rec.Status)
 	}
 	if !a.awaits(ctx, rec, req.CallID) {
 		return nil, notAwaited(runID, req.CallID)
