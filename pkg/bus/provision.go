@@ -210,7 +210,7 @@ func (p *provisioner) retry(ctx context.Context, once func() (done bool, err err
 		if err != nil && (!provisionTransient(err) || ctx.Err() != nil) {
 			return outage(err)
 		}
-		if off := jetStreamDisabled(ctx, p.js, err); off != nil {
+		if off := JetStreamDisabled(ctx, p.js, err); off != nil {
 			return off
 		}
 		wait := bo.wait()

@@ -14,11 +14,13 @@ import (
 // once instead of waiting.
 var ErrJetStreamDisabled = errors.New("bus: JetStream is not enabled on the NATS server\n  hint: start nats-server with -js (or a jetstream {} block in its config), or point --nats at a server that has it")
 
-// jetStreamDisabled tells a server without JetStream from a cluster that
+// JetStreamDisabled tells a server without JetStream from a cluster that
 // cannot answer yet, after err (no responders for a JetStream API
 // request): the account info request answers "jetstream not enabled"
-// only from a server that has it off.
-func jetStreamDisabled(ctx context.Context, js jetstream.JetStream, err error) error {
+// only from a server that has it off. It returns ErrJetStreamDisabled
+// wrapping err for such a server, else nil. Provision and the store's
+// start-up both wait out a forming cluster but fail at once with it.
+func JetStreamDisabled(ctx context.Context, js jetstream.JetStream, err error) error {
 	if !errors.Is(err, nats.ErrNoResponders) {
 		return nil
 	}

@@ -9,8 +9,9 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lovia-fleet/lovia/pkg/bus"
 )
 
 // Backoff of the retries of transient failures: the first wait, and the
@@ -131,7 +132,7 @@ func WaitFor(ctx context.Context, js jetstream.JetStream, log *slog.Logger, what
 		if err == nil || !retryable(err) && !forming(err) || ctx.Err() != nil {
 			return err
 		}
-		if off := jetStreamDisabled(ctx, js, err); off != nil {
+		if off := bus.JetStreamDisabled(ctx, js, err); off != nil {
 			return off
 		}
 		d := bo.wait()
@@ -145,20 +146,6 @@ func WaitFor(ctx context.Context, js jetstream.JetStream, log *slog.Logger, what
 
 // ErrJetStreamDisabled is a server that answers but has JetStream off: a
 // configuration to fix, not a cluster forming. Open, EnsureBuckets and
-// OpenResultStore fail with it at once instead of waiting.
-var ErrJetStreamDisabled = errors.New("JetStream is not enabled on the NATS server (start nats-server with -js, or a jetstream {} block in its config)")
-
-// jetStreamDisabled tells a server without JetStream from a cluster that
-// cannot answer yet, after err (no responders for a JetStream API
-// request): only a server with JetStream off answers the account info
-// request with "jetstream not enabled".
-func jetStreamDisabled(ctx context.Context, js jetstream.JetStream, err error) error {
-	if !errors.Is(err, nats.ErrNoResponders) {
-		return nil
-	}
-	_, aerr := js.AccountInfo(ctx)
-	if errors.Is(aerr, jetstream.ErrJetStreamNotEnabled) || errors.Is(aerr, jetstream.ErrJetStreamNotEnabledForAccount) {
-		return fmt.Errorf("%w: %w", ErrJetStreamDisabled, err)
-	}
-	return nil
-}
+// OpenResultStore fail with it at once instead of waiting. It is
+// bus.ErrJetStreamDisabled, which Provision returns for the same server.
+var ErrJetStreamDisabled = bus.ErrJetStreamDisabled
