@@ -34,16 +34,9 @@ func runAgents(ctx context.Context, env *Env, args []string) int {
 	if !ok {
 		return ExitUsage
 	}
-	if len(pos) == 0 {
-		return usageErr(env, fs, "name a subcommand: apply, ls, get, history or rm")
-	}
-	want := map[string]int{"apply": 2, "ls": 1, "get": 2, "history": 2, "rm": 2}
-	n, known := want[pos[0]]
-	if !known {
-		return usageErr(env, fs, fmt.Sprintf("unknown subcommand %q: use apply, ls, get, history or rm", pos[0]))
-	}
-	if len(pos) != n {
-		return usageErr(env, fs, "use: lovia agents "+strings.Split(agentsUsage, "\n")[0])
+	if code, ok := subcommand(env, fs, "agents", agentsUsage, pos,
+		subcmd{"apply", 2}, subcmd{"ls", 1}, subcmd{"get", 2}, subcmd{"history", 2}, subcmd{"rm", 2}); !ok {
+		return code
 	}
 	nc, err := nf.connect("agents")
 	if err != nil {

@@ -24,6 +24,37 @@ func usageErr(env *Env, fs *flag.FlagSet, msg string) int {
 	return ExitUsage
 }
 
+// subcmd is one subcommand of a command and how many positional
+// arguments it takes, itself included.
+type subcmd struct {
+	name string
+	args int
+}
+
+// subcommand checks that pos names one of subs with its number of
+// arguments; otherwise it reports the usage error (the first line of usage
+// says how to call cmd) and returns false with the exit code.
+func subcommand(env *Env, fs *flag.FlagSet, cmd, usage string, pos []string, subs ...subcmd) (int, bool) {
+	names := make([]string, len(subs))
+	for i, s := range subs {
+		names[i] = s.name
+	}
+	list := strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	if len(pos) == 0 {
+		return usageErr(env, fs, "name a subcommand: "+list), false
+	}
+	for _, s := range subs {
+		if s.name != pos[0] {
+			continue
+		}
+		if len(pos) != s.args {
+			return usageErr(env, fs, "use: lovia "+cmd+" "+strings.Split(usage, "\n")[0]), false
+		}
+		return 0, true
+	}
+	return usageErr(env, fs, fmt.Sprintf("unknown subcommand %q: use %s", pos[0], list)), false
+}
+
 // runRun submits a run and streams it.
 func runRun(ctx context.Context, env *Env, args []string) int {
 	fs := flagSet(env, "run", "[--nats URL] [--agent NAME] [--session ID] [--json] INPUT")

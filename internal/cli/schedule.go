@@ -34,16 +34,9 @@ func runSchedule(ctx context.Context, env *Env, args []string) int {
 	if !ok {
 		return ExitUsage
 	}
-	if len(pos) == 0 {
-		return usageErr(env, fs, "name a subcommand: add, ls, rm, pause or resume")
-	}
-	want := map[string]int{"add": 2, "ls": 1, "rm": 2, "pause": 2, "resume": 2}
-	n, known := want[pos[0]]
-	if !known {
-		return usageErr(env, fs, fmt.Sprintf("unknown subcommand %q: use add, ls, rm, pause or resume", pos[0]))
-	}
-	if len(pos) != n {
-		return usageErr(env, fs, "use: lovia schedule "+strings.Split(scheduleUsage, "\n")[0])
+	if code, ok := subcommand(env, fs, "schedule", scheduleUsage, pos,
+		subcmd{"add", 2}, subcmd{"ls", 1}, subcmd{"rm", 2}, subcmd{"pause", 2}, subcmd{"resume", 2}); !ok {
+		return code
 	}
 	var sc schedule.Schedule
 	if pos[0] == "add" {
