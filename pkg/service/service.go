@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 
@@ -15,15 +16,29 @@ import (
 // Version is the service version reported to `nats micro`.
 const Version = "0.1.0"
 
+// MaxConcurrentRequests is how many requests a Service serves at once.
+// A micro endpoint delivers its requests one after another; served in that
+// order, each submit would wait for the previous one's two round trips to
+// JetStream (the record's create and the request's publish), which bounds
+// a service at a few thousand submits a second however many clients send
+// them. A request beyond the limit waits in its endpoint's subscription.
+const MaxConcurrentRequests = 256
+
 // Service serves an API as the `lovia` micro service.
 type Service struct {
 	api *API
 	mu  sync.Mutex
 	svc micro.Service
+	// slots holds one token per request being served (MaxConcurrentRequests).
+	slots chan struct{}
+	// serving, when set (by tests), is called as each request starts.
+	serving func(subject string)
 }
 
 // New builds a Service; Start registers it.
-func New(api *API) *Service { return &Service{api: api} }
+func New(api *API) *Service {
+	return &Service{api: api, slots: make(chan struct{}, MaxConcurrentRequests)}
+}
 
 // Start registers the endpoints in the service's queue group.
 func (s *Service) Start(ctx context.Context) error {
@@ -43,7 +58,7 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	api := n.Prefix() + ".api"
 	add := func(name, subject string, h func(context.Context, micro.Request) (any, error)) error {
-		return svc.AddEndpoint(name, micro.HandlerFunc(func(r micro.Request) { s.serve(r, h) }), micro.WithEndpointSubject(subject))
+		return svc.AddEndpoint(name, micro.HandlerFunc(func(r micro.Request) { s.dispatch(r, h) }), micro.WithEndpointSubject(subject))
 	}
 	var errs []error
 	errs = append(errs,
@@ -99,7 +114,8 @@ func (s *Service) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop unregisters the service; requests in flight finish.
+// Stop unregisters the service and waits, until ctx ends, for the requests
+// in flight to be answered.
 func (s *Service) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -108,13 +124,48 @@ func (s *Service) Stop(ctx context.Context) error {
 	}
 	err := s.svc.Stop()
 	s.svc = nil
-	return errors.Join(err, s.api.stopIndex(ctx))
+	return errors.Join(err, s.drain(ctx), s.api.stopIndex(ctx))
+}
+
+// dispatch serves r on a goroutine of its own, once a slot is free: the
+// endpoint's next request need not wait for this one's round trips.
+func (s *Service) dispatch(r micro.Request, h func(context.Context, micro.Request) (any, error)) {
+	s.slots <- struct{}{}
+	go func() {
+		defer func() { <-s.slots }()
+		s.serve(r, h)
+	}()
+}
+
+// drain waits for every slot to be free: no request is being served.
+func (s *Service) drain(ctx context.Context) error {
+	held := 0
+	defer func() {
+		for range held {
+			<-s.slots
+		}
+	}()
+	for ; held < cap(s.slots); held++ {
+		select {
+		case s.slots <- struct{}{}:
+		case <-ctx.Done():
+			return fmt.Errorf("service: stopped with %d requests still being served: %w", cap(s.slots)-held, ctx.Err())
+		}
+	}
+	return nil
 }
 
 func headers(r micro.Request) nats.Header { return nats.Header(r.Headers()) }
 
-// serve runs h and replies in the request's encoding.
+// serve runs h and replies in the request's encoding. The reply is
+// published on the connection, not through micro.Request's Respond or
+// Error: those record their outcome in the request, which micro reads as
+// soon as the endpoint's handler (dispatch) returns, while serve still
+// runs. micro's endpoint stats therefore count requests but no errors.
 func (s *Service) serve(r micro.Request, h func(context.Context, micro.Request) (any, error)) {
+	if s.serving != nil {
+		s.serving(r.Subject())
+	}
 	enc, err := bus.EncodingOf(headers(r), r.Data())
 	if err != nil || len(r.Data()) == 0 {
 		enc = bus.JSON
@@ -127,15 +178,26 @@ func (s *Service) serve(r micro.Request, h func(context.Context, micro.Request) 
 		}
 		body, _ := bus.Marshal(enc, &bus.ErrorReply{Error: *apiErr})
 		h := bus.ErrorHeaders(apiErr, enc)
-		_ = r.Error(h.Get(bus.HeaderServiceErrorCode), apiErr.Message, body, micro.WithHeaders(micro.Headers(h)))
+		h.Set(micro.ErrorHeader, apiErr.Message)
+		s.reply(r, h, body)
 		return
 	}
 	body, err := bus.Marshal(enc, out)
 	if err != nil {
-		_ = r.Error("500", "encoding the reply failed: "+err.Error(), nil)
+		s.reply(r, nats.Header{micro.ErrorHeader: {"encoding the reply failed: " + err.Error()}, micro.ErrorCodeHeader: {"500"}}, nil)
 		return
 	}
-	_ = r.Respond(body, micro.WithHeaders(micro.Headers{bus.HeaderContentType: []string{enc.ContentType()}}))
+	s.reply(r, nats.Header{bus.HeaderContentType: {enc.ContentType()}}, body)
+}
+
+// reply answers r, if it asked for an answer.
+func (s *Service) reply(r micro.Request, h nats.Header, body []byte) {
+	if r.Reply() == "" {
+		return
+	}
+	if err := s.api.cfg.Conn.PublishMsg(&nats.Msg{Subject: r.Reply(), Header: h, Data: body}); err != nil {
+		s.api.log.Warn("api reply not sent", "subject", r.Subject(), "error", err)
+	}
 }
 
 // token returns the subject token at index i from the end (0 = last).

@@ -72,6 +72,7 @@ func BenchmarkRawMix(b *testing.B) {
 	request := make([]byte, 120)    // a run request
 	b.ReportAllocs()
 	b.ResetTimer()
+	sys := reportSyscalls(b)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range rawMixInFlight {
@@ -91,6 +92,7 @@ func BenchmarkRawMix(b *testing.B) {
 	}
 	wg.Wait()
 	b.StopTimer()
+	sys()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "runs/s")
 }
 

@@ -21,6 +21,7 @@ func BenchmarkFleetRuns(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
+	sys := reportSyscalls(b)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var last atomic.Value
@@ -39,6 +40,7 @@ func BenchmarkFleetRuns(b *testing.B) {
 	wg.Wait()
 	waitIdle(b, f, 10*time.Minute)
 	b.StopTimer()
+	sys()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "runs/s")
 	st, err := f.Client.Status(ctx, last.Load().(string))
 	if err != nil || st.Status != bus.StateCompleted {
