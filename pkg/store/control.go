@@ -283,8 +283,8 @@ func (c *Control) WatchOwners(ctx context.Context) (<-chan Ownership, error) {
 // watchKeys streams the changes of the keys matching filter, starting
 // with their current values, until ctx ends, through one watcher (one
 // consumer): each entry as decode makes it, skipping those it refuses.
-func watchKeys[T any](ctx context.Context, b *bucket, filter, op string, decode func(jetstream.KeyValueEntry) (T, bool)) (<-chan T, error) {
-	w, err := b.kv.Watch(ctx, filter)
+func watchKeys[T any](ctx context.Context, b *bucket, filter, op string, decode func(jetstream.KeyValueEntry) (T, bool), opts ...jetstream.WatchOpt) (<-chan T, error) {
+	w, err := b.kv.Watch(ctx, filter, opts...)
 	if err != nil {
 		return nil, wrapErr(op, b.name, err)
 	}

@@ -80,24 +80,39 @@ func (c *Control) ClearHoldings(ctx context.Context, worker string, rev uint64) 
 
 // WatchHoldings streams the changes of every worker's holdings record,
 // starting with the current records, until ctx ends, through one watcher
-// (one consumer). A record that does not decode is skipped.
+// (one consumer). It streams which worker wrote or removed its record and
+// at which revision, without the runs: the watcher takes only the
+// entries' headers (a record lists every run its worker holds and is
+// rewritten at every claim, and each worker watches every other's), and
+// the runs are read with ReadHoldings when a worker is found gone.
 func (c *Control) WatchHoldings(ctx context.Context) (<-chan Holdings, error) {
 	return watchKeys(ctx, c.b, "hold.*", "watch holdings", func(e jetstream.KeyValueEntry) (Holdings, bool) {
 		worker, ok := strings.CutPrefix(e.Key(), "hold.")
 		if !ok || worker == "" {
 			return Holdings{}, false
 		}
-		h := Holdings{Worker: worker, Revision: e.Revision(), Deleted: e.Operation() != jetstream.KeyValuePut}
-		if h.Deleted {
-			return h, true
-		}
-		var v holdingsValue
-		if err := json.Unmarshal(e.Value(), &v); err != nil {
-			return Holdings{}, false
-		}
-		h.Runs = v.Runs
-		return h, true
-	})
+		return Holdings{Worker: worker, Revision: e.Revision(), Deleted: e.Operation() != jetstream.KeyValuePut}, true
+	}, jetstream.MetaOnly())
+}
+
+// ReadHoldings reads worker's holdings record, with its runs; a worker
+// without one has Deleted set.
+func (c *Control) ReadHoldings(ctx context.Context, worker string) (Holdings, error) {
+	if err := checkID("read holdings", "worker id", worker); err != nil {
+		return Holdings{}, err
+	}
+	e, err := c.b.get(ctx, holdingsKey(worker))
+	if isNotFound(err) {
+		return Holdings{Worker: worker, Deleted: true}, nil
+	}
+	if err != nil {
+		return Holdings{}, wrapErr("read holdings", worker, err)
+	}
+	var v holdingsValue
+	if err := json.Unmarshal(e.Value(), &v); err != nil {
+		return Holdings{}, wrapErr("read holdings", worker, err)
+	}
+	return Holdings{Worker: worker, Runs: v.Runs, Revision: e.Revision()}, nil
 }
 
 // listedIn reports whether any holdings record lists run.

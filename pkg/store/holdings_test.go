@@ -8,9 +8,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestHoldings: a worker's holdings record is replaced as a whole, watched
-// with its runs, counted by Owned, and removed only at the revision its
-// taker saw (a survivor that read an older record takes nothing).
+// TestHoldings: a worker's holdings record is replaced as a whole,
+// watched by revision (its runs read when needed), counted by Owned, and
+// removed only at the revision its taker saw (a survivor that read an
+// older record takes nothing).
 func TestHoldings(t *testing.T) {
 	t.Parallel()
 	_, st := newStore(t, Config{})
@@ -42,7 +43,11 @@ func TestHoldings(t *testing.T) {
 		t.Fatal("waited 10s for the current holdings record")
 	}
 	require.Equal(t, "w1", h.Worker)
-	require.Equal(t, []Holding{{RunID: "r2", Ack: "$JS.ACK.b", Seq: 4, Attempt: 2}}, h.Runs)
+	require.Empty(t, h.Runs, "the watch streams revisions, not runs")
+	read, err := c.ReadHoldings(ctx, "w1")
+	require.NoError(t, err)
+	require.Equal(t, h.Revision, read.Revision)
+	require.Equal(t, []Holding{{RunID: "r2", Ack: "$JS.ACK.b", Seq: 4, Attempt: 2}}, read.Runs)
 
 	won, err := c.ClearHoldings(ctx, "w1", first)
 	require.NoError(t, err)
@@ -62,6 +67,9 @@ func TestHoldings(t *testing.T) {
 	owned, err = c.Owned(ctx, "r2")
 	require.NoError(t, err)
 	require.False(t, owned)
+	read, err = c.ReadHoldings(ctx, "w1")
+	require.NoError(t, err)
+	require.True(t, read.Deleted, "a removed record reads as deleted")
 
 	_, err = c.SetHoldings(ctx, "bad.worker", nil)
 	require.ErrorIs(t, err, ErrInvalidID)

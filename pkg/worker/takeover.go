@@ -90,7 +90,7 @@ func (w *Worker) reaper(ctx context.Context, updates <-chan store.Holdings) {
 			if h.Worker == w.cfg.ID {
 				continue
 			}
-			if h.Deleted || len(h.Runs) == 0 {
+			if h.Deleted {
 				delete(held, h.Worker)
 				continue
 			}
@@ -134,8 +134,18 @@ func (w *Worker) reaper(ctx context.Context, updates <-chan store.Holdings) {
 }
 
 // releaseWorker releases the runs a dead worker's holdings record lists,
-// if this worker wins the record (its compare-and-delete).
-func (w *Worker) releaseWorker(ctx context.Context, h store.Holdings) {
+// if this worker wins the record (its compare-and-delete). The watch gave
+// the record's revision only: its runs are read now, and a record written
+// since the watch saw it (the worker is not dead after all) is left.
+func (w *Worker) releaseWorker(ctx context.Context, seen store.Holdings) {
+	h, err := w.st.Control().ReadHoldings(ctx, seen.Worker)
+	if err != nil {
+		w.log.Warn("takeover: reading a dead worker's holdings record failed; its runs wait for the ack wait", "dead_worker", seen.Worker, "error", err)
+		return
+	}
+	if h.Deleted || h.Revision != seen.Revision {
+		return // another survivor took it, or the worker wrote since
+	}
 	won, err := w.st.Control().ClearHoldings(ctx, h.Worker, h.Revision)
 	if err != nil {
 		w.log.Warn("takeover: taking a dead worker's holdings record failed; its runs wait for the ack wait", "dead_worker", h.Worker, "error", err)
