@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -53,11 +54,8 @@ type envelopeMsgpack struct {
 // NewEnvelope builds the envelope of ev, encoding its data in enc. Agent and
 // turn come from ev.Header().
 func NewEnvelope(enc Encoding, runID string, seq uint64, at time.Time, ev loop.Event) (*Envelope, error) {
-	if err := ValidateID("run_id", runID); err != nil {
+	if err := checkEventID(runID, seq); err != nil {
 		return nil, err
-	}
-	if seq == 0 {
-		return nil, &FieldError{Field: "seq", Reason: "must be at least 1"}
 	}
 	data, err := Marshal(enc, ev)
 	if err != nil {
@@ -84,14 +82,17 @@ func (e *Envelope) MarshalAs(enc Encoding) ([]byte, error) {
 			return nil, err
 		}
 	}
-	ts := e.Time.UTC().Format(time.RFC3339Nano)
-	switch enc {
-	case JSON:
-		return Marshal(JSON, envelopeJSON{RunID: e.RunID, Seq: e.Seq, Type: string(e.Type), Time: ts, Agent: e.Agent, Turn: e.Turn, Data: data})
-	case Msgpack:
-		return Marshal(Msgpack, envelopeMsgpack{RunID: e.RunID, Seq: e.Seq, Type: string(e.Type), Time: ts, Agent: e.Agent, Turn: e.Turn, Data: data})
+	var w envelopeWriter
+	out, ok, err := w.envelope(enc, e, data)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("%w: %q", ErrUnknownEncoding, enc)
+	if ok {
+		return bytes.Clone(out), nil
+	}
+	// Data that is not JSON: the encoder's error.
+	ts := e.Time.UTC().Format(time.RFC3339Nano)
+	return Marshal(JSON, envelopeJSON{RunID: e.RunID, Seq: e.Seq, Type: string(e.Type), Time: ts, Agent: e.Agent, Turn: e.Turn, Data: data})
 }
 
 // MarshalJSON encodes the envelope as JSON whatever its encoding, so
@@ -154,20 +155,28 @@ func (e *Envelope) DecodeData(v any) error {
 func (e *Envelope) IsTerminal() bool { return IsTerminalType(e.Type) }
 
 // MsgID is the envelope's Nats-Msg-Id: "<run_id>.<seq>".
-func (e *Envelope) MsgID() string { return e.RunID + "." + strconv.FormatUint(e.Seq, 10) }
+func (e *Envelope) MsgID() string { return eventMsgID(e.RunID, e.Seq) }
+
+func eventMsgID(runID string, seq uint64) string {
+	var b [20]byte
+	return runID + "." + string(strconv.AppendUint(b[:0], seq, 10))
+}
 
 // Headers returns the headers an event is published with: Nats-Msg-Id,
 // Lovia-Event, Lovia-Seq and Content-Type.
-func (e *Envelope) Headers() nats.Header { return e.headers(nil, "") }
+func (e *Envelope) Headers() nats.Header {
+	return eventHeaders(new([5]string), e.RunID, e.Seq, e.Type, e.Encoding, "")
+}
 
-// headers is Headers plus HeaderRequest when request is set, with the
-// values in one allocation (vals is scratch space the caller may offer).
-func (e *Envelope) headers(vals []string, request string) nats.Header {
+// eventHeaders returns the headers of an event (see Envelope.Headers), plus
+// HeaderRequest when request is set, with the values in vals.
+func eventHeaders(vals *[5]string, runID string, seq uint64, typ loop.EventType, enc Encoding, request string) nats.Header {
 	n := 4
 	if request != "" {
 		n++
 	}
-	vals = append(vals[:0], e.MsgID(), string(e.Type), strconv.FormatUint(e.Seq, 10), e.Encoding.ContentType(), request)
+	id := eventMsgID(runID, seq)
+	*vals = [5]string{id, string(typ), id[len(runID)+1:], enc.ContentType(), request}
 	h := make(nats.Header, n+2) // room for the trace context
 	h[HeaderMsgID] = vals[0:1:1]
 	h[HeaderEvent] = vals[1:2:2]
@@ -254,11 +263,26 @@ func dataIsMap(enc Encoding, data []byte) bool {
 	return false
 }
 
-// EncodeEvent is NewEnvelope followed by Marshal.
+// EncodeEvent is NewEnvelope followed by Marshal, in one pass.
 func EncodeEvent(enc Encoding, runID string, seq uint64, at time.Time, ev loop.Event) ([]byte, error) {
-	e, err := NewEnvelope(enc, runID, seq, at, ev)
+	if err := checkEventID(runID, seq); err != nil {
+		return nil, err
+	}
+	var w envelopeWriter
+	body, err := w.event(enc, runID, seq, at, ev)
 	if err != nil {
 		return nil, err
 	}
-	return e.Marshal()
+	return bytes.Clone(body), nil
+}
+
+// checkEventID checks an event's run id and seq.
+func checkEventID(runID string, seq uint64) error {
+	if err := ValidateID("run_id", runID); err != nil {
+		return err
+	}
+	if seq == 0 {
+		return &FieldError{Field: "seq", Reason: "must be at least 1"}
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -171,6 +172,8 @@ type RunPublisher struct {
 	trace   TraceContext // traceparent and tracestate of every event, if set
 
 	mu      sync.Mutex
+	w       envelopeWriter // the envelope of the event being published
+	timer   *time.Timer    // of settleOldest's waits
 	next    uint64
 	acked   uint64
 	pending []*pendingEvent
@@ -181,9 +184,11 @@ type RunPublisher struct {
 
 type pendingEvent struct {
 	seq  uint64
-	msg  *nats.Msg
+	msg  *nats.Msg              // &m, or a copy once repaired
 	fut  jetstream.PubAckFuture // nil when the async publish failed at once
 	sent time.Time
+	m    nats.Msg
+	vals [5]string // the header values (see eventHeaders)
 }
 
 // RunID is the run's id.
@@ -256,17 +261,19 @@ func (r *RunPublisher) Publish(ctx context.Context, ev loop.Event) (uint64, erro
 	if err := r.usable(); err != nil {
 		return 0, err
 	}
-	env, err := NewEnvelope(r.enc, r.runID, r.next, r.p.cfg.Clock(), ev)
+	seq := r.next
+	if err := checkEventID(r.runID, seq); err != nil {
+		return 0, err
+	}
+	// The envelope goes into the publisher's buffer; the message gets a
+	// copy of the right size (the library holds it until the ack).
+	enc, err := r.w.event(r.enc, r.runID, seq, r.p.cfg.Clock(), ev)
 	if err != nil {
 		return 0, err
 	}
-	body, err := env.Marshal()
-	if err != nil {
-		return 0, fmt.Errorf("bus: encode %s event: %w", ev.Type(), err)
-	}
-	if limit := r.p.js.Conn().MaxPayload(); limit > 0 && int64(len(body)) > limit {
+	if limit := r.p.js.Conn().MaxPayload(); limit > 0 && int64(len(enc)) > limit {
 		return 0, fmt.Errorf("bus: publish %s event %s: %d bytes exceed the server's max payload of %d: %w",
-			ev.Type(), env.MsgID(), len(body), limit, nats.ErrMaxPayload)
+			ev.Type(), eventMsgID(r.runID, seq), len(enc), limit, nats.ErrMaxPayload)
 	}
 	// Send nothing past a known failure, or into a reconnect buffer while
 	// earlier events may be lost: either would store this event before
@@ -277,21 +284,25 @@ func (r *RunPublisher) Publish(ctx context.Context, ev loop.Event) (uint64, erro
 	if err := r.makeRoom(ctx); err != nil {
 		return 0, err
 	}
-	msg := &nats.Msg{Subject: r.subject, Data: body, Header: env.headers(nil, r.request)}
-	r.trace.Set(msg.Header)
-	pe := &pendingEvent{seq: env.Seq, msg: msg, sent: time.Now()}
+	// One allocation holds the event's bookkeeping, message and header
+	// values.
+	pe := &pendingEvent{seq: seq, sent: time.Now()}
+	pe.m = nats.Msg{Subject: r.subject, Data: bytes.Clone(enc),
+		Header: eventHeaders(&pe.vals, r.runID, seq, ev.Type(), r.enc, r.request)}
+	pe.msg = &pe.m
+	r.trace.Set(pe.msg.Header)
 	// No library retries: they resend out of order. Failures come back
 	// here and are retried in seq order by repair, on copies (the library
 	// keeps msg; nothing changes it after this).
-	fut, err := r.p.js.PublishMsgAsync(msg, r.p.asyncOpts...)
+	fut, err := r.p.js.PublishMsgAsync(pe.msg, r.p.asyncOpts...)
 	if err == nil {
 		pe.fut = fut
 	} else {
-		r.p.cfg.Logger.Warn("bus: async publish failed, will retry", "run_id", r.runID, "seq", env.Seq, "err", err)
+		r.p.cfg.Logger.Warn("bus: async publish failed, will retry", "run_id", r.runID, "seq", seq, "err", err)
 	}
 	r.pending = append(r.pending, pe)
 	r.next++
-	return env.Seq, nil
+	return seq, nil
 }
 
 // makeRoom waits (within Timeout when ctx has no deadline) while
@@ -304,14 +315,22 @@ func (r *RunPublisher) makeRoom(ctx context.Context) error {
 	if !full() {
 		return nil
 	}
-	wctx, cancel := withDefaultTimeout(ctx, r.p.cfg.Timeout)
-	defer cancel()
+	deadline := r.waitDeadline(ctx)
 	for full() {
-		if err := r.settleOldest(wctx, ctx); err != nil {
+		if err := r.settleOldest(ctx, deadline); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// waitDeadline is when a wait for acks under ctx ends: ctx's own deadline
+// (the zero time: none but ctx's), else Timeout from now.
+func (r *RunPublisher) waitDeadline(ctx context.Context) time.Time {
+	if _, ok := ctx.Deadline(); ok || r.p.cfg.Timeout <= 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(r.p.cfg.Timeout)
 }
 
 // Flush waits until every published event is stored. It returns the
@@ -328,10 +347,9 @@ func (r *RunPublisher) Flush(ctx context.Context) error {
 	if len(r.pending) == 0 {
 		return nil
 	}
-	wctx, cancel := withDefaultTimeout(ctx, r.p.cfg.Timeout)
-	defer cancel()
+	deadline := r.waitDeadline(ctx)
 	for len(r.pending) > 0 {
-		if err := r.settleOldest(wctx, ctx); err != nil {
+		if err := r.settleOldest(ctx, deadline); err != nil {
 			return err
 		}
 	}
@@ -369,6 +387,14 @@ func (r *RunPublisher) reap(ctx context.Context) error {
 		if pe.fut == nil {
 			return r.repair(ctx)
 		}
+		// Ok first, alone: an acknowledged event needs no error channel
+		// (the library makes each on first use).
+		select {
+		case ack := <-pe.fut.Ok():
+			r.acknowledged(pe, ack)
+			continue
+		default:
+		}
 		select {
 		case ack := <-pe.fut.Ok():
 			r.acknowledged(pe, ack)
@@ -386,15 +412,23 @@ func (r *RunPublisher) acknowledged(pe *pendingEvent, ack *jetstream.PubAck) {
 		r.dups++
 		r.p.cfg.Logger.Warn("bus: event seq was already stored", "run_id", r.runID, "seq", pe.seq)
 	}
-	r.pending = r.pending[1:]
+	r.popPending()
 	r.acked = pe.seq
 }
 
-// settleOldest waits (within ctx) for the oldest pending event's outcome.
-// A failure (error, or no ack within AckTimeout) starts repair, within
-// repairCtx: the caller's context, since republishing through an outage
-// may take up to OutageBudget. Lock held.
-func (r *RunPublisher) settleOldest(ctx, repairCtx context.Context) error {
+// popPending drops the oldest pending event, keeping the slice's front so
+// that appends reuse its array. Lock held.
+func (r *RunPublisher) popPending() {
+	n := copy(r.pending, r.pending[1:])
+	r.pending[n] = nil
+	r.pending = r.pending[:n]
+}
+
+// settleOldest waits (within ctx, until deadline unless it is zero) for the
+// oldest pending event's outcome. A failure (error, or no ack within
+// AckTimeout) starts repair, within ctx alone, since republishing through
+// an outage may take up to OutageBudget. Lock held.
+func (r *RunPublisher) settleOldest(ctx context.Context, deadline time.Time) error {
 	pe := r.pending[0]
 	if r.p.js.Conn().IsClosed() {
 		// No ack will come on a closed connection: fail now, not after the
@@ -403,7 +437,7 @@ func (r *RunPublisher) settleOldest(ctx, repairCtx context.Context) error {
 		return r.err
 	}
 	if pe.fut == nil {
-		return r.repair(repairCtx)
+		return r.repair(ctx)
 	}
 	select {
 	case ack := <-pe.fut.Ok():
@@ -412,7 +446,14 @@ func (r *RunPublisher) settleOldest(ctx, repairCtx context.Context) error {
 		return nil
 	default:
 	}
-	timer := time.NewTimer(time.Until(pe.sent.Add(r.p.cfg.AckTimeout)))
+	// One timer, the publisher's: the ack timeout or, if sooner, the
+	// deadline.
+	ackBy := pe.sent.Add(r.p.cfg.AckTimeout)
+	wake := ackBy
+	if !deadline.IsZero() && deadline.Before(ackBy) {
+		wake = deadline
+	}
+	timer := r.timerFor(time.Until(wake))
 	defer timer.Stop()
 	select {
 	case ack := <-pe.fut.Ok():
@@ -420,13 +461,27 @@ func (r *RunPublisher) settleOldest(ctx, repairCtx context.Context) error {
 		return nil
 	case err := <-pe.fut.Err():
 		r.p.cfg.Logger.Warn("bus: event publish failed, retrying in order", "run_id", r.runID, "seq", pe.seq, "err", err)
-		return r.repair(repairCtx)
+		return r.repair(ctx)
 	case <-timer.C:
-		r.p.cfg.Logger.Warn("bus: event ack timed out, retrying in order", "run_id", r.runID, "seq", pe.seq)
-		return r.repair(repairCtx)
+		if wake.Equal(ackBy) {
+			r.p.cfg.Logger.Warn("bus: event ack timed out, retrying in order", "run_id", r.runID, "seq", pe.seq)
+			return r.repair(ctx)
+		}
+		return fmt.Errorf("bus: waiting for the ack of event %s.%d: %w", r.runID, pe.seq, context.DeadlineExceeded)
 	case <-ctx.Done():
 		return fmt.Errorf("bus: waiting for the ack of event %s.%d: %w", r.runID, pe.seq, context.Cause(ctx))
 	}
+}
+
+// timerFor returns the publisher's timer, set to fire after d. The caller
+// stops it. Lock held.
+func (r *RunPublisher) timerFor(d time.Duration) *time.Timer {
+	if r.timer == nil {
+		r.timer = time.NewTimer(d)
+	} else {
+		r.timer.Reset(d)
+	}
+	return r.timer
 }
 
 // repair publishes every pending event again, synchronously and in seq
@@ -453,7 +508,7 @@ func (r *RunPublisher) repair(ctx context.Context) error {
 			r.pending = nil
 			return r.err
 		}
-		r.pending = r.pending[1:]
+		r.popPending()
 		r.acked = pe.seq
 	}
 	return nil
