@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -13,9 +14,12 @@ import (
 
 // eventSink turns the loop's events into the run's published events:
 // run_started or run_resumed for the loop's RunStarted, output_discarded
-// when a resumed turn was in flight, and a flush (wait for stored acks) at
-// every checkpoint point, so a fact is in the stream before the loop
-// checkpoints it and moves on.
+// when a resumed turn was in flight. Events are published pipelined: their
+// acks are awaited (a flush) before every checkpoint write (eventsFirst),
+// so a fact is in the stream before the loop checkpoints it and moves on,
+// and before the run is settled; besides, only where a stop must come at
+// once (a claimed run's first event, a resume, an approval request, the
+// terminal event).
 type eventSink struct {
 	w        *Worker
 	d        *delivery
@@ -190,7 +194,6 @@ func (s *eventSink) publishOne(ctx context.Context, ev loop.Event) bool {
 		if !s.turnT0.IsZero() {
 			s.w.m.modelSeconds.WithLabelValues(s.agent).Observe(time.Since(s.turnT0).Seconds())
 		}
-		flush = true
 	case *loop.ToolCallStarted:
 		if s.toolT0 == nil {
 			s.toolT0 = map[string]time.Time{}
@@ -201,12 +204,10 @@ func (s *eventSink) publishOne(ctx context.Context, ev loop.Event) bool {
 			s.w.m.toolSeconds.WithLabelValues(e.Call.Name).Observe(time.Since(t0).Seconds())
 			delete(s.toolT0, e.Call.ID)
 		}
-		flush = true
 	case *loop.TurnEnded:
 		if !s.turnT0.IsZero() {
 			s.w.m.turnSeconds.WithLabelValues(s.agent).Observe(time.Since(s.turnT0).Seconds())
 		}
-		flush = true
 	case *loop.ApprovalRequired:
 		if s.askT0 == nil {
 			s.askT0 = map[string]time.Time{}
@@ -221,8 +222,6 @@ func (s *eventSink) publishOne(ctx context.Context, ev loop.Event) bool {
 		flush = true
 	case *loop.ToolCallFailed:
 		s.w.m.toolErrors.WithLabelValues(e.Call.Name).Inc()
-	case *loop.UserMessageInjected, *loop.HandoffOccurred, *loop.ContextCompacted:
-		flush = true
 	case *loop.RunCompleted, *loop.RunFailed:
 		if e, ok := ev.(*loop.RunFailed); ok && errors.Is(e.Err, loop.ErrFenced) {
 			s.fenced = true
@@ -271,6 +270,45 @@ func (s *eventSink) flush(ctx context.Context) bool {
 	}
 	s.w.m.publishSecs.Observe(time.Since(t0).Seconds())
 	return !s.lostSeq()
+}
+
+// beforeCheckpoint waits until every event published so far is stored
+// (gathered deltas are sent first). It fails once a publish or a flush has
+// failed — every later call too, so no checkpoint follows a fact the
+// stream may lack — with an error matching loop.ErrFenced when another
+// writer stored this run's seqs, else loop.ErrUnavailable: the loop stops
+// without a terminal checkpoint or event, and the run is released.
+func (s *eventSink) beforeCheckpoint(ctx context.Context) error {
+	if s.coalesce > 0 {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.flushDeltas(ctx)
+	}
+	if s.err == nil && !s.fenced {
+		s.flush(ctx)
+	}
+	switch {
+	case s.fenced:
+		return fmt.Errorf("worker: run %s: another worker stored events under its seqs: %w", s.runID, loop.ErrFenced)
+	case s.err != nil:
+		return fmt.Errorf("worker: run %s: storing its events failed (%w): %w", s.runID, s.err, loop.ErrUnavailable)
+	}
+	return nil
+}
+
+// eventsFirst is the checkpointer a worker gives the loop: each append
+// first waits for the run's published events to be stored (see
+// eventSink.beforeCheckpoint).
+type eventsFirst struct {
+	loop.Checkpointer
+	sink *eventSink
+}
+
+func (c eventsFirst) Append(ctx context.Context, runID string, w loop.CheckpointWrite) (uint64, error) {
+	if err := c.sink.beforeCheckpoint(ctx); err != nil {
+		return 0, err
+	}
+	return c.Checkpointer.Append(ctx, runID, w)
 }
 
 // lostSeq reports (and records as fenced) that the stream already held a

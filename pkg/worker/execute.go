@@ -346,17 +346,17 @@ func (w *Worker) run(ctx, runCtx context.Context, x *execution) (wakeAfter bool)
 	if !quiet {
 		w.applyCancel(ctx, x.runID, x.ar)
 	}
-	opts, err := w.runOptions(x.req, x.runID, x.ag, x.ar, d.fresh, d.unclaimed, quiet)
-	if err != nil {
-		w.finishPoison(ctx, d, x.rp, x.runID, err)
-		return false
-	}
 	var lastEnv *bus.Envelope
 	if x.last != nil {
 		lastEnv = x.last.Envelope
 	}
 	sink := &eventSink{w: w, d: d, rp: x.rp, runID: x.runID, agent: x.ag.Name, attempt: x.holder.Attempt, last: lastEnv, replay: x.plan.Replay, coalesce: w.cfg.CoalesceDeltas,
 		parent: bus.ParentRunID(x.req.Metadata)}
+	opts, err := w.runOptions(x.req, x.runID, x.ag, x.ar, sink, d.fresh, d.unclaimed, quiet)
+	if err != nil {
+		w.finishPoison(ctx, d, x.rp, x.runID, err)
+		return false
+	}
 	h := w.runner.Stream(runCtx, x.ag.Agent, x.req.Input.Entries(), opts...)
 	for ev := range h.Events() {
 		if !sink.publish(ctx, ev) {

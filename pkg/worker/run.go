@@ -243,8 +243,9 @@ func cancelReason(r string) string {
 	return r
 }
 
-// runOptions builds the loop options of a request.
-func (w *Worker) runOptions(req *bus.RunRequest, runID string, ag *catalog.Agent, ar *activeRun, fresh, unclaimed, quiet bool) ([]loop.RunOption, error) {
+// runOptions builds the loop options of a request whose events sink
+// publishes.
+func (w *Worker) runOptions(req *bus.RunRequest, runID string, ag *catalog.Agent, ar *activeRun, sink *eventSink, fresh, unclaimed, quiet bool) ([]loop.RunOption, error) {
 	smb, err := w.st.Mailbox(runID)
 	if err != nil {
 		return nil, err
@@ -275,6 +276,7 @@ func (w *Worker) runOptions(req *bus.RunRequest, runID string, ag *catalog.Agent
 	if unclaimed && w.freshCkpt {
 		cp = noSnapshot{cp}
 	}
+	cp = eventsFirst{Checkpointer: cp, sink: sink}
 	opts := []loop.RunOption{
 		loop.WithCheckpoint(cp, runID),
 		loop.WithIfRunExists(ifExists),
