@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"mime"
 	"strings"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 	"github.com/vmihailenco/msgpack/v5"
@@ -54,6 +55,12 @@ func EncodingOf(h nats.Header, body []byte) (Encoding, error) {
 }
 
 func encodingOfContentType(ct string) (Encoding, error) {
+	switch ct { // what this package sends, without parsing
+	case ContentTypeJSON:
+		return JSON, nil
+	case ContentTypeMsgpack:
+		return Msgpack, nil
+	}
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil {
 		mt = strings.ToLower(strings.TrimSpace(ct))
@@ -85,29 +92,37 @@ func sniff(body []byte) (Encoding, error) {
 // newline; msgpack output uses compact integers and sorted map keys, so
 // equal values encode to equal bytes.
 func Marshal(enc Encoding, v any) ([]byte, error) {
-	switch enc {
-	case JSON:
-		var buf bytes.Buffer
-		e := json.NewEncoder(&buf)
-		e.SetEscapeHTML(false)
-		if err := e.Encode(v); err != nil {
-			return nil, err
-		}
-		return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-	case Msgpack:
-		var buf bytes.Buffer
-		e := msgpack.GetEncoder()
-		defer msgpack.PutEncoder(e)
-		e.Reset(&buf)
-		e.SetCustomStructTag("json")
-		e.UseCompactInts(true)
-		e.SetSortMapKeys(true)
-		if err := e.Encode(v); err != nil {
-			return nil, err
-		}
-		return buf.Bytes(), nil
+	if !enc.Valid() {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownEncoding, enc)
 	}
-	return nil, fmt.Errorf("%w: %q", ErrUnknownEncoding, enc)
+	// A pooled buffer and its encoders: the result is the only allocation
+	// of Marshal's own.
+	w := marshalWriters.Get().(*envelopeWriter)
+	defer putMarshalWriter(w)
+	w.buf.Reset()
+	var err error
+	if enc == JSON {
+		err = w.jsonValue(v)
+	} else {
+		err = w.msgpackEncoder().Encode(v)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return bytes.Clone(w.buf.Bytes()), nil
+}
+
+// marshalWriters are Marshal's buffers and encoders.
+var marshalWriters = sync.Pool{New: func() any { return new(envelopeWriter) }}
+
+// maxPooledBuffer bounds the buffer a pooled writer keeps.
+const maxPooledBuffer = 64 << 10
+
+func putMarshalWriter(w *envelopeWriter) {
+	if w.buf.Cap() > maxPooledBuffer {
+		return
+	}
+	marshalWriters.Put(w)
 }
 
 // Unmarshal decodes data into v. The body must be exactly one JSON object

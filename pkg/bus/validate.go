@@ -56,6 +56,9 @@ func topLevel(enc Encoding, body []byte) (keys []string, emptyInput bool) {
 // ones, and an input given as an empty or blank string (a paid model call
 // on nothing).
 func checkFields(enc Encoding, body []byte) error {
+	if enc == JSON && fieldsPlainJSON(body) {
+		return nil
+	}
 	keys, emptyInput := topLevel(enc, body)
 	known := runRequestFields()
 	var unknown []string
