@@ -17,8 +17,9 @@ import (
 // envelope's fields by hand, the event's data with an encoder bound to
 // the buffer. The bytes are those Marshal gives for envelopeJSON and
 // envelopeMsgpack (TestEnvelopeGoldenBytes pins them); an event costs no
-// intermediate data slice, boxed struct or encoder. A RunPublisher keeps
-// one for all its events. Not safe for concurrent use.
+// intermediate data slice, boxed struct or encoder. Run publishers and
+// Marshal share pooled ones (marshalWriters). Not safe for concurrent
+// use.
 type envelopeWriter struct {
 	buf bytes.Buffer
 	js  *json.Encoder

@@ -172,8 +172,7 @@ type RunPublisher struct {
 	trace   TraceContext // traceparent and tracestate of every event, if set
 
 	mu      sync.Mutex
-	w       envelopeWriter // the envelope of the event being published
-	timer   *time.Timer    // of settleOldest's waits
+	timer   *time.Timer // of settleOldest's waits
 	next    uint64
 	acked   uint64
 	pending []*pendingEvent
@@ -181,6 +180,10 @@ type RunPublisher struct {
 	err     error
 	closed  bool
 }
+
+// initialPending is the room for pending events a run publisher starts
+// with: a checkpoint's worth of a short run.
+const initialPending = 16
 
 type pendingEvent struct {
 	seq  uint64
@@ -265,9 +268,11 @@ func (r *RunPublisher) Publish(ctx context.Context, ev loop.Event) (uint64, erro
 	if err := checkEventID(r.runID, seq); err != nil {
 		return 0, err
 	}
-	// The envelope goes into the publisher's buffer; the message gets a
-	// copy of the right size (the library holds it until the ack).
-	enc, err := r.w.event(r.enc, r.runID, seq, r.p.cfg.Clock(), ev)
+	// The envelope goes into a pooled buffer; the message gets a copy of
+	// the right size (the library holds it until the ack).
+	w := marshalWriters.Get().(*envelopeWriter)
+	defer putMarshalWriter(w)
+	enc, err := w.event(r.enc, r.runID, seq, r.p.cfg.Clock(), ev)
 	if err != nil {
 		return 0, err
 	}
@@ -299,6 +304,9 @@ func (r *RunPublisher) Publish(ctx context.Context, ev loop.Event) (uint64, erro
 		pe.fut = fut
 	} else {
 		r.p.cfg.Logger.Warn("bus: async publish failed, will retry", "run_id", r.runID, "seq", seq, "err", err)
+	}
+	if r.pending == nil {
+		r.pending = make([]*pendingEvent, 0, initialPending)
 	}
 	r.pending = append(r.pending, pe)
 	r.next++
