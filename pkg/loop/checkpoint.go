@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
-	"time"
 )
 
 // head builds the checkpoint head.
@@ -30,17 +29,20 @@ func (ru *run) save() error {
 		return nil
 	}
 	h := ru.head(StatusRunning)
-	if ru.saved != nil && len(ru.transcript()) == ru.runStart+ru.stored && sameHead(ru.saved, &h) {
+	if ru.wrote && len(ru.transcript()) == ru.runStart+ru.stored && sameHead(&ru.saved, &h) {
 		return nil
 	}
 	return ru.write(ru.parent, h)
 }
 
-// sameHead reports whether two heads differ at most in UpdatedAt.
+// sameHead reports whether two heads differ at most in UpdatedAt: the
+// fields compared one by one, deeply where they hold references (so
+// nothing is copied into an interface).
 func sameHead(a, b *RunHead) bool {
-	x, y := *a, *b
-	x.UpdatedAt, y.UpdatedAt = time.Time{}, time.Time{}
-	return reflect.DeepEqual(x, y)
+	return a.Agent == b.Agent && a.Usage == b.Usage && a.Turns == b.Turns && a.Status == b.Status &&
+		a.LastInputTokens == b.LastInputTokens &&
+		reflect.DeepEqual(a.Output, b.Output) && reflect.DeepEqual(a.Error, b.Error) &&
+		reflect.DeepEqual(a.ContextState, b.ContextState)
 }
 
 func (ru *run) write(ctx context.Context, h RunHead) error {
@@ -54,7 +56,7 @@ func (ru *run) write(ctx context.Context, h RunHead) error {
 	}
 	ru.rev = rev
 	ru.stored += len(fresh)
-	ru.saved = &h
+	ru.saved, ru.wrote = h, true
 	return nil
 }
 

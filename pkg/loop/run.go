@@ -38,9 +38,10 @@ type run struct {
 	headLen  int // length of the runner-rendered system head
 	stored   int // run entries already checkpointed
 	rev      uint64
-	// saved is the head of the last checkpoint write (nil before one):
-	// a save that would store no entry and the same head writes nothing.
-	saved   *RunHead
+	// saved is the head of the last checkpoint write, if wrote: a save
+	// that would store no entry and the same head writes nothing.
+	saved   RunHead
+	wrote   bool
 	resumed bool
 
 	retry  *RetryPolicy
