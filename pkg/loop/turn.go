@@ -183,12 +183,19 @@ func (ru *run) turn() (output any, done bool, err error) {
 	if err := ru.emit(&MessageCompleted{Entries: mt.entries}); err != nil {
 		return nil, false, err
 	}
-	if err := ru.save(); err != nil {
-		return nil, false, err
-	}
 	calls := mt.entries
 	for len(calls) > 0 && calls[0].Kind != KindToolCall {
 		calls = calls[1:] // reasoning and text come first, then the calls
+	}
+	// A final message (no tool call) is stored with the run's completion,
+	// in one write, when no output guardrail (a model call of its own,
+	// perhaps) comes between them. A crash before that write calls the
+	// model again on resume, as a crash during the model call does.
+	final := len(calls) == 0 && len(ru.act.outGuards) == 0
+	if !final {
+		if err := ru.save(); err != nil {
+			return nil, false, err
+		}
 	}
 	if len(calls) > 0 {
 		if err := ru.toolPhase(calls, mt.finish); err != nil {
@@ -217,6 +224,9 @@ func (ru *run) turn() (output any, done bool, err error) {
 		}
 	}
 	ru.turnOpen = false
+	if done && final {
+		return output, done, nil // finalize's completion stores the message
+	}
 	if err := ru.save(); err != nil {
 		return nil, false, err
 	}

@@ -172,7 +172,13 @@ func (s *eventSink) publishOne(ctx context.Context, ev loop.Event) bool {
 			if !s.send(ctx, r) || !s.flush(ctx) {
 				return false
 			}
-			if inFlightTurn(s.last) {
+			if inFlightTurn(s.last) || s.last != nil && s.last.Turn > e.Turn {
+				// The last event leaves a turn open, or belongs to a turn
+				// the checkpoint does not hold (the loop resumes at the
+				// checkpoint's turns: a final message is stored with the
+				// run's completion, so its turn's events, turn_ended
+				// included, can precede its checkpoint): what it told is
+				// discarded, and the turn runs again.
 				od := &loop.OutputDiscarded{}
 				od.EventHeader = e.EventHeader
 				if !s.send(ctx, od) {
