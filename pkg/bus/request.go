@@ -305,6 +305,9 @@ type RequestMeta struct {
 	// Trace is the W3C trace context the request carries (traceparent,
 	// tracestate): the claim of the run continues that trace. Zero: none.
 	Trace TraceContext
+	// Record, when not zero, is the run record a first submission's
+	// publisher stored (HeaderRecord).
+	Record RecordStamp
 }
 
 // PublishRequest publishes an encoded run request to <p>.submit.<agent> on
@@ -330,6 +333,7 @@ func PublishRequest(ctx context.Context, js jetstream.JetStream, names Names, ag
 		msg.Header[HeaderContinues] = []string{strconv.FormatUint(meta.Continues, 10)}
 	}
 	meta.Trace.Set(msg.Header)
+	meta.Record.Set(msg.Header)
 	ack, err := js.PublishMsg(ctx, msg)
 	if err != nil {
 		return 0, fmt.Errorf("bus: publish run request %s: %w", msgID, err)

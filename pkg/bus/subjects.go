@@ -40,6 +40,14 @@ const (
 	// stream sequence of the request whose claim parked it. The claim
 	// continues that submission (run_resumed, not run_started).
 	HeaderContinues = "Lovia-Continues"
+	// HeaderRecord is set by the API on the request of a run's first
+	// submission whose run record it stored in one piece: the record's KV
+	// revision and creation time (see RecordStamp). The request's first
+	// claim rebuilds the record from the request and that time and
+	// compare-and-sets it at that revision without reading it; a request
+	// without it, or whose record changed since, is claimed by reading the
+	// record. Only the API sets it.
+	HeaderRecord = "Lovia-Record"
 	// HeaderHighSeq is set on an event published again after a failure: the
 	// highest seq published to the run at that time. Such an event may be
 	// stored after events with higher seqs, so the run's last stored

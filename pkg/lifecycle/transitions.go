@@ -38,6 +38,21 @@ func Submit(s Submission) store.RunRecord {
 	return r
 }
 
+// SubmissionOf is the submission a run request describes: the API indexes
+// a first request's run with it, and the request's claim rebuilds that
+// record from it (see Submitted).
+func SubmissionOf(req *bus.RunRequest) Submission {
+	return Submission{RunID: req.RunID, Agent: req.Agent, SessionID: req.SessionID, Metadata: req.Metadata}
+}
+
+// Submitted is the record store.Runs.Create stores for Submit(s) when it
+// creates it at created (the CreatedAt it returns): the claim of a first
+// request rebuilds the record the API wrote from the request and that
+// time (bus.HeaderRecord), and compare-and-sets it without reading it.
+func Submitted(s Submission, created time.Time) store.RunRecord {
+	return store.Created(Submit(s), created)
+}
+
 // Unrouted is the record of a run a raw publish queued for an agent no
 // worker serves, found in the runs stream at seq: queued, under that
 // request, with no submission stated (like the raw publish itself).

@@ -137,9 +137,7 @@ func (a *API) submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 	events, _ := a.names.Events(req.RunID)
 	reply := &bus.SubmitReply{RunID: req.RunID, EventsSubject: events, Agent: req.Agent, Status: bus.StateQueued}
 	runs := a.cfg.Store.Runs()
-	e, err := runs.Create(ctx, lifecycle.Submit(lifecycle.Submission{
-		RunID: req.RunID, Agent: req.Agent, SessionID: req.SessionID, Metadata: req.Metadata,
-	}))
+	e, err := runs.Create(ctx, lifecycle.Submit(lifecycle.SubmissionOf(req)))
 	switch {
 	case errors.Is(err, store.ErrRunExists):
 		cur, gerr := runs.Get(ctx, req.RunID)
@@ -290,7 +288,8 @@ func (a *API) dedupWindow(ctx context.Context) time.Duration {
 // the deduplication window, where publishing it again under the same
 // message id is dropped if it landed; past half the window, by publishing
 // it under a new id, a duplicate that the claim of the second copy
-// terminates.
+// terminates. Such a request also carries e's stamp (bus.HeaderRecord,
+// see recordStamp): its first claim rebuilds e instead of reading it.
 func (a *API) enqueue(ctx context.Context, req *bus.RunRequest, enc bus.Encoding, e *store.RunEntry, record bool) error {
 	body, err := bus.Marshal(enc, req)
 	if err != nil {
@@ -300,6 +299,9 @@ func (a *API) enqueue(ctx context.Context, req *bus.RunRequest, enc bus.Encoding
 	meta := bus.RequestMeta{RunID: req.RunID, ContentType: enc.ContentType(), Submission: max(rec.Submissions, 1), Trace: bus.TraceContextOf(ctx)}
 	if rec.Requeues > 0 {
 		meta.Suffix = ".requeue" + strconv.Itoa(rec.Requeues)
+	}
+	if !record {
+		meta.Record = recordStamp(enc, body, req, e)
 	}
 	seq, err := bus.PublishRequest(ctx, a.js, a.names, req.Agent, body, meta)
 	if err != nil {

@@ -114,6 +114,11 @@ type RunEntry struct {
 	chunks   string
 }
 
+// Chunked reports whether the record is stored in chunks (too large for
+// one message). An entry built from a record and its revision, not read
+// or written by Runs, is taken to be stored in one piece.
+func (e *RunEntry) Chunked() bool { return e.chunks != "" }
+
 // Runs is the run index on a KV bucket, one key per run (<run>.rec), every
 // change a compare-and-set on its revision. It is safe for concurrent use.
 type Runs struct {
@@ -131,17 +136,7 @@ func (r *Runs) Create(ctx context.Context, rec RunRecord) (*RunEntry, error) {
 	if err := checkID(op, "run id", rec.RunID); err != nil {
 		return nil, err
 	}
-	now := r.now().UTC()
-	if rec.Status == "" {
-		rec.Status = RunQueued
-	}
-	if rec.CreatedAt.IsZero() {
-		rec.CreatedAt = now
-	}
-	if rec.UpdatedAt.IsZero() {
-		rec.UpdatedAt = now
-	}
-	stampAttempts(&rec, now)
+	rec = Created(rec, r.now())
 	frame, chunks, err := r.b.encode(ctx, rec.RunID, &rec)
 	if err != nil {
 		return nil, wrapErr(op, rec.RunID, err)
@@ -155,6 +150,27 @@ func (r *Runs) Create(ctx context.Context, rec RunRecord) (*RunEntry, error) {
 		return nil, wrapErr(op, rec.RunID, err)
 	}
 	return &RunEntry{Record: rec, Revision: rev, chunks: chunks}, nil
+}
+
+// Created is rec as Create stores it when it creates it at now: queued
+// when its Status is empty, CreatedAt and UpdatedAt now (in UTC) when
+// zero, and every step of its history without a time stamped now. Given
+// a record Create was passed without times (lifecycle.Submit's) and the
+// CreatedAt it returned, Created rebuilds the stored record exactly (see
+// lifecycle.Submitted).
+func Created(rec RunRecord, now time.Time) RunRecord {
+	now = now.UTC()
+	if rec.Status == "" {
+		rec.Status = RunQueued
+	}
+	if rec.CreatedAt.IsZero() {
+		rec.CreatedAt = now
+	}
+	if rec.UpdatedAt.IsZero() {
+		rec.UpdatedAt = now
+	}
+	stampAttempts(&rec, now)
+	return rec
 }
 
 // Get reads a run's record; ErrRunNotFound when the run is not indexed.

@@ -129,16 +129,21 @@ func (w *Worker) claim(ctx context.Context, d *delivery, req *bus.RunRequest, ru
 	}
 	// A run no worker has ever claimed (attempt 0, queued: the API's
 	// record, or the sweep's) has no checkpoint and no events: claim it
-	// on the record just read, without reading them. Anything else — or a
-	// lost compare-and-set — takes the whole path below. (Not when run
+	// on its record, without reading them — on the record the API stamped
+	// a first request with, rebuilt without a read (claimStamped), or on
+	// the record read here. Anything else — or a lost compare-and-set —
+	// takes the whole path below. (Not when run
 	// records expire before events do: a run id indexed anew could have
 	// an earlier incarnation's events; see fastClaims.)
 	if !w.fastClaims {
 		return w.claimSlow(ctx, d, req, runID, enc, ag, ar, c)
 	}
-	// A compare-and-set lost to another writer (most often the API
-	// recording the request's stream sequence just after publishing it)
-	// reads the record again once.
+	if x, v, ok := w.claimStamped(ctx, d, req, runID, enc, ag, ar, c); ok {
+		return x, v
+	}
+	// A compare-and-set lost to another writer (a cancel or an inject
+	// clearing the record's quiet flag, a requeue) reads the record again
+	// once.
 	for range 2 {
 		e, err := w.st.Runs().Get(ctx, runID)
 		if err != nil || e.Record.Attempt != 0 || e.Record.Status != store.RunQueued {
@@ -161,6 +166,41 @@ func (w *Worker) claim(ctx context.Context, d *delivery, req *bus.RunRequest, ru
 		}
 	}
 	return w.claimSlow(ctx, d, req, runID, enc, ag, ar, c)
+}
+
+// claimStamped claims the first delivery of a request that names the run
+// record the API created for it (bus.HeaderRecord) without reading the
+// record: it rebuilds it from the request and the stamp's creation time
+// (lifecycle.Submitted, the record the API's create stored) and makes the
+// claim transition with a compare-and-set at the stamp's revision. It
+// reports false when it did not claim the run — no stamp, a redelivery
+// (its record may have changed), or a record changed since the API wrote
+// it (a cancel or an inject cleared its quiet flag, a requeue, a
+// resubmission): the caller reads the record, as for a request without a
+// stamp.
+func (w *Worker) claimStamped(ctx context.Context, d *delivery, req *bus.RunRequest, runID string, enc bus.Encoding, ag *catalog.Agent, ar *activeRun, c lifecycle.Claim) (*execution, lifecycle.Verdict, bool) {
+	if !d.firstClaim {
+		return nil, lifecycle.Verdict{}, false
+	}
+	stamp, ok := bus.RecordStampOf(d.msg.Headers())
+	if !ok {
+		return nil, lifecycle.Verdict{}, false
+	}
+	rec := lifecycle.Submitted(lifecycle.SubmissionOf(req), stamp.Created)
+	next, cl, err := lifecycle.ClaimRun(rec, c)
+	if err != nil {
+		return nil, lifecycle.Verdict{}, false
+	}
+	// Stored in one piece (the API stamps no other record): an entry with
+	// no chunks to clean up when it is replaced.
+	e := &store.RunEntry{Record: next, Revision: stamp.Revision}
+	if err := w.st.Runs().Update(ctx, e); err != nil {
+		return nil, lifecycle.Verdict{}, false
+	}
+	d.fresh, d.unclaimed, d.quiet, d.entry = true, true, rec.Quiet, e
+	plan := lifecycle.Decide(lifecycle.Delivery{FirstClaim: true})
+	x, v := w.claimed(ctx, d, req, runID, enc, ag, ar, plan, nil, cl)
+	return x, v, true
 }
 
 // claimSlow is claim for a run that may have run before: it reads the

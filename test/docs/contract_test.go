@@ -72,7 +72,7 @@ func TestProtocolNamesTheCode(t *testing.T) {
 	add("consumer", must(names.AgentConsumer("AGENT")), names.DeadLetterConsumer())
 	add("bucket", names.FleetBucket(), names.ResultsBucket())
 	add("bucket", names.Buckets()...)
-	add("header", bus.HeaderMsgID, bus.HeaderEvent, bus.HeaderSeq, bus.HeaderRequest, bus.HeaderSubmission,
+	add("header", bus.HeaderMsgID, bus.HeaderEvent, bus.HeaderSeq, bus.HeaderRequest, bus.HeaderSubmission, bus.HeaderRecord,
 		bus.HeaderContinues, bus.HeaderHighSeq, bus.HeaderContentType, bus.HeaderServiceError, bus.HeaderServiceErrorCode,
 		toolsvc.HeaderRunID, toolsvc.HeaderCallID, toolsvc.HeaderAgent, gateway.HeaderRunID,
 		bus.HeaderTraceParent, bus.HeaderTraceState)
