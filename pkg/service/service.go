@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/lovia-fleet/lovia/internal/gopool"
 	"github.com/lovia-fleet/lovia/pkg/bus"
 )
 
@@ -31,13 +33,15 @@ type Service struct {
 	svc micro.Service
 	// slots holds one token per request being served (MaxConcurrentRequests).
 	slots chan struct{}
+	// pool runs the requests, on goroutines kept between them.
+	pool *gopool.Pool
 	// serving, when set (by tests), is called as each request starts.
 	serving func(subject string)
 }
 
 // New builds a Service; Start registers it.
 func New(api *API) *Service {
-	return &Service{api: api, slots: make(chan struct{}, MaxConcurrentRequests)}
+	return &Service{api: api, slots: make(chan struct{}, MaxConcurrentRequests), pool: gopool.New(10 * time.Second)}
 }
 
 // Start registers the endpoints in the service's queue group.
@@ -124,17 +128,22 @@ func (s *Service) Stop(ctx context.Context) error {
 	}
 	err := s.svc.Stop()
 	s.svc = nil
-	return errors.Join(err, s.drain(ctx), s.api.stopIndex(ctx))
+	if derr := s.drain(ctx); derr != nil {
+		err = errors.Join(err, derr) // the pool's goroutines end when idle
+	} else {
+		s.pool.Close()
+	}
+	return errors.Join(err, s.api.stopIndex(ctx))
 }
 
 // dispatch serves r on a goroutine of its own, once a slot is free: the
 // endpoint's next request need not wait for this one's round trips.
 func (s *Service) dispatch(r micro.Request, h func(context.Context, micro.Request) (any, error)) {
 	s.slots <- struct{}{}
-	go func() {
+	s.pool.Go(func() {
 		defer func() { <-s.slots }()
 		s.serve(r, h)
-	}()
+	})
 }
 
 // drain waits for every slot to be free: no request is being served.

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/lovia-fleet/lovia/internal/gopool"
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/fleet"
 	"github.com/lovia-fleet/lovia/pkg/loop"
@@ -70,6 +71,7 @@ type Worker struct {
 	interrupt  context.CancelCauseFunc
 	claimers   sync.WaitGroup
 	runs       sync.WaitGroup
+	pool       *gopool.Pool // the runs' goroutines, kept between runs
 }
 
 // ErrShutdown is the cause given to runs interrupted by Stop.
@@ -94,6 +96,7 @@ func New(cfg Config) (*Worker, error) {
 		log:    cfg.Logger.With("worker", cfg.ID),
 		active: map[string]*activeRun{},
 		slots:  make(chan struct{}, cfg.Concurrency),
+		pool:   gopool.New(runGoroutineIdle),
 	}
 	w.trace = newWorkerTracing(cfg.Tracing)
 	w.runner = loop.NewRunner(loop.RunnerConfig{Registry: cfg.Registry, Logger: w.log, Now: cfg.Clock, ContextPolicy: cfg.ContextPolicy, Tracer: w.trace.loop})
@@ -327,6 +330,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 // timers, the control subscription and the announcer. Each part is
 // stopped only if it was started.
 func (w *Worker) teardown(ctx context.Context) {
+	defer w.pool.Close()
 	if w.interrupt != nil {
 		w.interrupt(ErrShutdown)
 	}
@@ -359,6 +363,10 @@ func (w *Worker) teardown(ctx context.Context) {
 		<-w.reaperDone
 	}
 }
+
+// runGoroutineIdle is how long a run's goroutine waits for the next run
+// before it ends (see gopool).
+const runGoroutineIdle = 10 * time.Second
 
 // claimLoop fetches runs of one agent from its consumer while there are
 // free slots (the slots are the worker's, shared by its agents).
@@ -418,10 +426,10 @@ func (w *Worker) claimLoop(ctx context.Context, agent string, cons jetstream.Con
 			}
 			n++
 			w.runs.Add(1)
-			go func(msg jetstream.Msg) {
+			w.pool.Go(func() {
 				defer func() { <-w.slots; w.runs.Done() }()
 				w.handle(msg)
-			}(msg)
+			})
 		}
 		fcancel()
 		unreserve(reserved - n)
