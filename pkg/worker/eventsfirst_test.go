@@ -54,4 +54,3 @@ func TestCheckpointWaitsForItsEvents(t *testing.T) {
 	envs := runEvents(t, f, rep.RunID)
 	require.Empty(t, fleettest.OfType(envs, loop.EventTurnEnded), "the fenced run published on: %v", fleettest.Types(envs))
 }
-
