@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
@@ -50,11 +49,7 @@ func (w *Worker) execute(ctx context.Context, d *delivery, req *bus.RunRequest, 
 	}
 	defer unregister()
 	// Heartbeats keep the claim while the run lives.
-	hbCtx, stopHB := context.WithCancel(context.Background())
-	var hbWG sync.WaitGroup
-	hbWG.Add(1)
-	go func() { defer hbWG.Done(); w.heartbeat(hbCtx, d.msg, runID, ar) }()
-	defer func() { stopHB(); hbWG.Wait() }()
+	defer w.beats.add(d.msg, runID, ar)()
 
 	x, v := w.claim(ctx, d, req, runID, enc, ag, ar, rev)
 	w.trace.endClaim(claimSpan, x != nil, v)

@@ -343,23 +343,3 @@ func (w *Worker) healReplay(ctx context.Context, d *delivery, req *bus.RunReques
 	}))
 }
 
-// heartbeat sends ack-progress until ctx ends. It also reads the run's
-// cancel record at each beat: the notification that normally delivers a
-// cancel at once is core NATS, and can be lost.
-func (w *Worker) heartbeat(ctx context.Context, msg jetstream.Msg, runID string, ar *activeRun) {
-	t := time.NewTicker(w.cfg.Heartbeat)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := msg.InProgress(); err != nil {
-				w.log.Debug("heartbeat failed", "error", err)
-			}
-			if ar.cancel.Err() == nil {
-				w.applyCancel(ctx, runID, ar)
-			}
-		}
-	}
-}

@@ -72,6 +72,7 @@ type Worker struct {
 	claimers   sync.WaitGroup
 	runs       sync.WaitGroup
 	pool       *gopool.Pool // the runs' goroutines, kept between runs
+	beats      *heartbeats  // heartbeats.go
 }
 
 // ErrShutdown is the cause given to runs interrupted by Stop.
@@ -197,6 +198,8 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 		w.cons[agent] = c
 	}
 	w.adoptAckWait()
+	w.beats = newHeartbeats(w) // at the adopted interval
+	w.beats.start()
 	if w.ctlSub, err = w.cfg.Conn.Subscribe(w.names.ControlWildcard(), w.onControl); err != nil {
 		return fmt.Errorf("worker: control subscription: %w", err)
 	}
@@ -331,6 +334,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 // stopped only if it was started.
 func (w *Worker) teardown(ctx context.Context) {
 	defer w.pool.Close()
+	defer w.beats.stop()
 	if w.interrupt != nil {
 		w.interrupt(ErrShutdown)
 	}
