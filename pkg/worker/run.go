@@ -342,4 +342,3 @@ func (w *Worker) healReplay(ctx context.Context, d *delivery, req *bus.RunReques
 		return lifecycle.HealOutcome(r, res, w.cfg.Clock(), d.meta.Sequence.Stream)
 	}))
 }
-
