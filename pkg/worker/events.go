@@ -38,6 +38,8 @@ type eventSink struct {
 	err    error
 	turnT0 time.Time
 	toolT0 map[string]time.Time
+	// pubCtx is the run's context without its cancellation (shielded).
+	pubCtx context.Context
 	askT0  map[string]time.Time // approval_required, by call
 
 	// Delta coalescing (Config.CoalesceDeltas > 0): consecutive text (or
@@ -257,11 +259,21 @@ func (s *eventSink) publishOne(ctx context.Context, ev loop.Event) bool {
 	return true
 }
 
+// shielded is what the sink publishes with: the run's context without
+// its cancellation (a run that is cancelled still publishes what it
+// told), made once when the sink is (pubCtx), else from ctx.
+func (s *eventSink) shielded(ctx context.Context) context.Context {
+	if s.pubCtx != nil {
+		return s.pubCtx
+	}
+	return context.WithoutCancel(ctx)
+}
+
 func (s *eventSink) send(ctx context.Context, ev loop.Event) bool {
 	if s.lostSeq() {
 		return false
 	}
-	if _, err := s.rp.Publish(context.WithoutCancel(ctx), ev); err != nil {
+	if _, err := s.rp.Publish(s.shielded(ctx), ev); err != nil {
 		s.err = err
 		return false
 	}
@@ -270,7 +282,7 @@ func (s *eventSink) send(ctx context.Context, ev loop.Event) bool {
 
 func (s *eventSink) flush(ctx context.Context) bool {
 	t0 := time.Now()
-	if err := s.rp.Flush(context.WithoutCancel(ctx)); err != nil {
+	if err := s.rp.Flush(s.shielded(ctx)); err != nil {
 		s.err = err
 		return false
 	}

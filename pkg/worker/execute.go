@@ -386,7 +386,7 @@ func (w *Worker) run(ctx, runCtx context.Context, x *execution) (wakeAfter bool)
 		lastEnv = x.last.Envelope
 	}
 	sink := &eventSink{w: w, d: d, rp: x.rp, runID: x.runID, agent: x.ag.Name, attempt: x.holder.Attempt, last: lastEnv, replay: x.plan.Replay, coalesce: w.cfg.CoalesceDeltas,
-		parent: bus.ParentRunID(x.req.Metadata)}
+		parent: bus.ParentRunID(x.req.Metadata), pubCtx: context.WithoutCancel(ctx)}
 	opts, err := w.runOptions(x.req, x.runID, x.ag, x.ar, sink, d.fresh, d.unclaimed, quiet)
 	if err != nil {
 		w.finishPoison(ctx, d, x.rp, x.runID, err)
