@@ -100,15 +100,17 @@ func (c PublisherConfig) validate() error {
 }
 
 // Publisher publishes run events to the events stream. It is safe for
-// concurrent use; one serves every run of a process. It holds no goroutines
-// and needs no closing.
+// concurrent use; one serves every run of a process. It needs no closing:
+// its events and acks go through the connection's [JetStreamPublisher],
+// whose reply subscription and watcher end with the connection.
 type Publisher struct {
 	js    jetstream.JetStream
+	jsp   *JetStreamPublisher // the connection's: events go out and acks come back on it
 	cfg   PublisherConfig
 	names Names
-	// asyncOpts are the options of every async publish: no library
-	// retries (they resend out of order), the configured stall wait.
-	asyncOpts []jetstream.PublishOpt
+	// syncOpts are the options of every republish: no no-responder
+	// retries of its own (publishSync has the publisher's).
+	syncOpts []PublishOpt
 }
 
 // NewPublisher returns a publisher over js.
@@ -118,8 +120,8 @@ func NewPublisher(js jetstream.JetStream, cfg PublisherConfig) (*Publisher, erro
 		return nil, err
 	}
 	names, _ := NewNames(cfg.Prefix)
-	return &Publisher{js: js, cfg: cfg, names: names,
-		asyncOpts: []jetstream.PublishOpt{jetstream.WithRetryAttempts(0), jetstream.WithStallWait(cfg.AckTimeout)}}, nil
+	return &Publisher{js: js, jsp: JetStreamPublisherFor(js.Conn()), cfg: cfg, names: names,
+		syncOpts: []PublishOpt{PublishRetries(0, 0)}}, nil
 }
 
 // Open returns a publisher for one run that continues after the last event
@@ -172,7 +174,8 @@ type RunPublisher struct {
 	trace   TraceContext // traceparent and tracestate of every event, if set
 
 	mu      sync.Mutex
-	timer   *time.Timer // of settleOldest's waits
+	timer   *time.Timer   // of settleOldest's waits
+	notify  chan struct{} // signalled when an ack of this run's events comes in
 	next    uint64
 	acked   uint64
 	pending []*pendingEvent
@@ -187,8 +190,8 @@ const initialPending = 16
 
 type pendingEvent struct {
 	seq  uint64
-	msg  *nats.Msg              // &m, or a copy once repaired
-	fut  jetstream.PubAckFuture // nil when the async publish failed at once
+	msg  *nats.Msg // &m, or a copy once repaired
+	wait ackWait   // its ack, or why none came (settled at once when the publish failed)
 	sent time.Time
 	m    nats.Msg
 	vals [5]string // the header values (see eventHeaders)
@@ -269,7 +272,7 @@ func (r *RunPublisher) Publish(ctx context.Context, ev loop.Event) (uint64, erro
 		return 0, err
 	}
 	// The envelope goes into a pooled buffer; the message gets a copy of
-	// the right size (the library holds it until the ack).
+	// the right size (held until the ack, for a republish).
 	w := marshalWriters.Get().(*envelopeWriter)
 	defer putMarshalWriter(w)
 	enc, err := w.event(r.enc, r.runID, seq, r.p.cfg.Clock(), ev)
@@ -296,13 +299,17 @@ func (r *RunPublisher) Publish(ctx context.Context, ev loop.Event) (uint64, erro
 		Header: eventHeaders(&pe.vals, r.runID, seq, ev.Type(), r.enc, r.request)}
 	pe.msg = &pe.m
 	r.trace.Set(pe.msg.Header)
-	// No library retries: they resend out of order. Failures come back
-	// here and are retried in seq order by repair, on copies (the library
-	// keeps msg; nothing changes it after this).
-	fut, err := r.p.js.PublishMsgAsync(pe.msg, r.p.asyncOpts...)
-	if err == nil {
-		pe.fut = fut
-	} else {
+	// No retries here: they would resend out of order. Failures come back
+	// here and are retried in seq order by repair. A publish stalled past
+	// AckTimeout behind too many of the connection's awaiting acks fails
+	// (jetstream.ErrTooManyStalledMsgs) and is retried the same way.
+	if r.notify == nil {
+		r.notify = make(chan struct{}, 1)
+	}
+	pe.wait.notify = r.notify
+	if err := r.p.jsp.publishAsync(pe.msg, &pe.wait, r.p.cfg.AckTimeout); err != nil {
+		pe.wait.err = err
+		pe.wait.done.Store(true)
 		r.p.cfg.Logger.Warn("bus: async publish failed, will retry", "run_id", r.runID, "seq", seq, "err", err)
 	}
 	if r.pending == nil {
@@ -392,25 +399,13 @@ func (r *RunPublisher) usable() error {
 func (r *RunPublisher) reap(ctx context.Context) error {
 	for len(r.pending) > 0 {
 		pe := r.pending[0]
-		if pe.fut == nil {
-			return r.repair(ctx)
-		}
-		// Ok first, alone: an acknowledged event needs no error channel
-		// (the library makes each on first use).
-		select {
-		case ack := <-pe.fut.Ok():
-			r.acknowledged(pe, ack)
-			continue
-		default:
-		}
-		select {
-		case ack := <-pe.fut.Ok():
-			r.acknowledged(pe, ack)
-		case <-pe.fut.Err():
-			return r.repair(ctx)
-		default:
+		if !pe.wait.settled() {
 			return nil
 		}
+		if pe.wait.err != nil {
+			return r.repair(ctx)
+		}
+		r.acknowledged(pe, &pe.wait.ack)
 	}
 	return nil
 }
@@ -444,15 +439,9 @@ func (r *RunPublisher) settleOldest(ctx context.Context, deadline time.Time) err
 		r.err = &PublishError{RunID: r.runID, Seq: pe.seq, Err: nats.ErrConnectionClosed}
 		return r.err
 	}
-	if pe.fut == nil {
-		return r.repair(ctx)
-	}
-	select {
-	case ack := <-pe.fut.Ok():
-		// Already acknowledged (the common case at a flush): no timer.
-		r.acknowledged(pe, ack)
-		return nil
-	default:
+	if pe.wait.settled() {
+		// Already settled (the common case at a flush): no timer.
+		return r.settled(ctx, pe)
 	}
 	// One timer, the publisher's: the ack timeout or, if sooner, the
 	// deadline.
@@ -463,22 +452,34 @@ func (r *RunPublisher) settleOldest(ctx context.Context, deadline time.Time) err
 	}
 	timer := r.timerFor(time.Until(wake))
 	defer timer.Stop()
-	select {
-	case ack := <-pe.fut.Ok():
-		r.acknowledged(pe, ack)
-		return nil
-	case err := <-pe.fut.Err():
-		r.p.cfg.Logger.Warn("bus: event publish failed, retrying in order", "run_id", r.runID, "seq", pe.seq, "err", err)
-		return r.repair(ctx)
-	case <-timer.C:
-		if wake.Equal(ackBy) {
-			r.p.cfg.Logger.Warn("bus: event ack timed out, retrying in order", "run_id", r.runID, "seq", pe.seq)
-			return r.repair(ctx)
+	for {
+		select {
+		case <-r.notify:
+			// Some ack of this run came in: the oldest's, or a later one.
+			if pe.wait.settled() {
+				return r.settled(ctx, pe)
+			}
+		case <-timer.C:
+			if wake.Equal(ackBy) {
+				r.p.cfg.Logger.Warn("bus: event ack timed out, retrying in order", "run_id", r.runID, "seq", pe.seq)
+				return r.repair(ctx)
+			}
+			return fmt.Errorf("bus: waiting for the ack of event %s.%d: %w", r.runID, pe.seq, context.DeadlineExceeded)
+		case <-ctx.Done():
+			return fmt.Errorf("bus: waiting for the ack of event %s.%d: %w", r.runID, pe.seq, context.Cause(ctx))
 		}
-		return fmt.Errorf("bus: waiting for the ack of event %s.%d: %w", r.runID, pe.seq, context.DeadlineExceeded)
-	case <-ctx.Done():
-		return fmt.Errorf("bus: waiting for the ack of event %s.%d: %w", r.runID, pe.seq, context.Cause(ctx))
 	}
+}
+
+// settled takes in the outcome of the oldest pending event, which is in:
+// its ack, or a failure that starts repair. Lock held.
+func (r *RunPublisher) settled(ctx context.Context, pe *pendingEvent) error {
+	if err := pe.wait.err; err != nil {
+		r.p.cfg.Logger.Warn("bus: event publish failed, retrying in order", "run_id", r.runID, "seq", pe.seq, "err", asyncErr(err))
+		return r.repair(ctx)
+	}
+	r.acknowledged(pe, &pe.wait.ack)
+	return nil
 }
 
 // timerFor returns the publisher's timer, set to fire after d. The caller
@@ -499,12 +500,17 @@ func (r *RunPublisher) timerFor(d time.Duration) *time.Timer {
 // after them: Tail restores seq order, and the Lovia-High-Seq header keeps
 // LastSeq right. Lock held.
 func (r *RunPublisher) repair(ctx context.Context) error {
+	// Acks of the first publishes that come in now are ignored: every
+	// pending event is published again and acknowledged by that.
+	for _, pe := range r.pending {
+		r.p.jsp.forget(&pe.wait)
+	}
 	high := strconv.FormatUint(r.next-1, 10)
 	for len(r.pending) > 0 {
 		pe := r.pending[0]
 		if pe.seq < r.next-1 {
 			// It may land after higher seqs: record the high-water mark
-			// (on a copy: the library holds the message it published).
+			// (on a copy: the first publish's headers stay as sent).
 			pe.msg = copyMsg(pe.msg)
 			pe.msg.Header[HeaderHighSeq] = []string{high}
 		}
@@ -533,7 +539,7 @@ func (r *RunPublisher) publishSync(ctx context.Context, pe *pendingEvent) error 
 	)
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, r.p.cfg.AckTimeout)
-		_, err := r.p.js.PublishMsg(actx, copyMsg(pe.msg), jetstream.WithRetryAttempts(0))
+		_, err := r.p.jsp.PublishMsg(actx, pe.msg, r.p.syncOpts...)
 		cancel()
 		if err == nil {
 			return nil
