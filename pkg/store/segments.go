@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/lovia-fleet/lovia/internal/jsapi"
+	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/loop"
 )
 
@@ -178,8 +179,14 @@ func (c *Checkpointer) landedSegment(ctx context.Context, runID string, p lostWr
 func (b *bucket) putIfLast(ctx context.Context, key string, val []byte, filter string, last uint64) (uint64, error) {
 	var rev uint64
 	err := b.withRetry(ctx, "update", func(ctx context.Context, attempt int) error {
-		msg := &nats.Msg{Subject: "$KV." + b.name + "." + key, Data: val, Header: nats.Header{}}
-		ack, err := b.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequenceForSubject(last, "$KV."+b.name+"."+filter))
+		// The conditions jetstream.WithExpectLastSequenceForSubject sets;
+		// the ack is read by the connection's bus publisher, which returns
+		// what js.PublishMsg returns for the same reply.
+		msg := &nats.Msg{Subject: "$KV." + b.name + "." + key, Data: val, Header: nats.Header{
+			jetstream.ExpectedLastSubjSeqSubjHeader: {"$KV." + b.name + "." + filter},
+			jetstream.ExpectedLastSubjSeqHeader:     {strconv.FormatUint(last, 10)},
+		}}
+		ack, err := bus.JetStreamPublisherFor(b.js.Conn()).PublishMsg(ctx, msg)
 		if err != nil && isWrongLast(err) {
 			// As a KV create or update says it.
 			cas := jetstream.ErrKeyRevisionMismatch
