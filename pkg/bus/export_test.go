@@ -59,3 +59,7 @@ func PendingAcksForTest(p *JetStreamPublisher) (all, async int) {
 
 // MaxAsyncPendingForTest is maxAsyncPending.
 const MaxAsyncPendingForTest = maxAsyncPending
+
+// PublisherJetStreamForTest is the JetStreamPublisher a Publisher
+// publishes with.
+func PublisherJetStreamForTest(p *Publisher) *JetStreamPublisher { return p.jsp }

@@ -21,8 +21,9 @@ import (
 // sentinels and API errors, jetstream.ErrNoStreamResponse when no stream
 // binds the subject.
 //
-// Get the connection's one with [JetStreamPublisherFor]. Its reply
-// subscription and the goroutine that watches the connection (a reconnect
+// Make one with [NewJetStreamPublisher] and share it among the users of
+// a connection. Its reply subscription and the goroutine that watches the
+// connection (a reconnect
 // fails the asynchronous publishes awaiting acks with
 // nats.ErrDisconnected, as nats.go's async publisher does) are made on the
 // first publish and end when the connection closes. It is safe for
@@ -57,16 +58,10 @@ const (
 	defaultSyncTimeout = 5 * time.Second
 )
 
-var publishers sync.Map // *nats.Conn → *JetStreamPublisher, until the connection closes
-
-// JetStreamPublisherFor returns nc's JetStreamPublisher: every caller on
-// one connection shares its reply subscription.
-func JetStreamPublisherFor(nc *nats.Conn) *JetStreamPublisher {
-	if p, ok := publishers.Load(nc); ok {
-		return p.(*JetStreamPublisher)
-	}
-	p, _ := publishers.LoadOrStore(nc, &JetStreamPublisher{nc: nc})
-	return p.(*JetStreamPublisher)
+// NewJetStreamPublisher returns a publisher on nc. It subscribes on its
+// first publish.
+func NewJetStreamPublisher(nc *nats.Conn) *JetStreamPublisher {
+	return &JetStreamPublisher{nc: nc}
 }
 
 // ackWait is one publish awaiting its ack. The reply handler (or the
@@ -98,7 +93,6 @@ func (w *ackWait) resolve(ack jetstream.PubAck, err error) {
 // held.
 func (p *JetStreamPublisher) start() error {
 	if p.closed || p.nc.IsClosed() {
-		publishers.CompareAndDelete(p.nc, p) // no watcher will
 		return nats.ErrConnectionClosed
 	}
 	if p.started {
@@ -118,8 +112,7 @@ func (p *JetStreamPublisher) start() error {
 }
 
 // watch fails the publishes awaiting acks when the connection reconnects
-// (their acks may be lost) or closes, and forgets the publisher once the
-// connection is closed.
+// (their acks may be lost) or closes.
 func (p *JetStreamPublisher) watch(status chan nats.Status) {
 	for s := range status {
 		if s == nats.CLOSED || p.nc.IsClosed() {
@@ -129,7 +122,6 @@ func (p *JetStreamPublisher) watch(status chan nats.Status) {
 	}
 	p.nc.RemoveStatusListener(status)
 	p.failPending(nats.ErrConnectionClosed, true)
-	publishers.CompareAndDelete(p.nc, p)
 }
 
 // failPending settles the asynchronous waits (every wait, with all) with

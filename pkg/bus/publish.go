@@ -120,7 +120,7 @@ func NewPublisher(js jetstream.JetStream, cfg PublisherConfig) (*Publisher, erro
 		return nil, err
 	}
 	names, _ := NewNames(cfg.Prefix)
-	return &Publisher{js: js, jsp: JetStreamPublisherFor(js.Conn()), cfg: cfg, names: names,
+	return &Publisher{js: js, jsp: NewJetStreamPublisher(js.Conn()), cfg: cfg, names: names,
 		syncOpts: []PublishOpt{PublishRetries(0, 0)}}, nil
 }
 

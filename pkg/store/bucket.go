@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lovia-fleet/lovia/internal/jsapi"
+	"github.com/lovia-fleet/lovia/pkg/bus"
 )
 
 // bucket wraps one KV bucket with the deadline rule (every network call
@@ -20,6 +21,7 @@ import (
 // NATS errors unwrapped; the stores translate them with wrapErr.
 type bucket struct {
 	js      jetstream.JetStream
+	jsp     *bus.JetStreamPublisher // the store's, for segment appends
 	kv      jetstream.KeyValue
 	stream  jetstream.Stream
 	name    string

@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/lovia-fleet/lovia/internal/jsapi"
-	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/loop"
 )
 
@@ -186,7 +185,7 @@ func (b *bucket) putIfLast(ctx context.Context, key string, val []byte, filter s
 			jetstream.ExpectedLastSubjSeqSubjHeader: {"$KV." + b.name + "." + filter},
 			jetstream.ExpectedLastSubjSeqHeader:     {strconv.FormatUint(last, 10)},
 		}}
-		ack, err := bus.JetStreamPublisherFor(b.js.Conn()).PublishMsg(ctx, msg)
+		ack, err := b.jsp.PublishMsg(ctx, msg)
 		if err != nil && isWrongLast(err) {
 			// As a KV create or update says it.
 			cas := jetstream.ErrKeyRevisionMismatch

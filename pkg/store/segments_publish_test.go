@@ -43,7 +43,7 @@ func TestSegmentPublishClassifiesAsTheLibrary(t *testing.T) {
 		return err
 	}
 	ours := func(ctx context.Context, js jetstream.JetStream, subj, filter string, last uint64, val []byte) error {
-		_, err := bus.JetStreamPublisherFor(js.Conn()).PublishMsg(ctx, &nats.Msg{Subject: subj, Data: val, Header: nats.Header{
+		_, err := bus.NewJetStreamPublisher(js.Conn()).PublishMsg(ctx, &nats.Msg{Subject: subj, Data: val, Header: nats.Header{
 			jetstream.ExpectedLastSubjSeqSubjHeader: {filter},
 			jetstream.ExpectedLastSubjSeqHeader:     {strconv.FormatUint(last, 10)},
 		}})

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lovia-fleet/lovia/pkg/bus"
 )
 
 // Store binds the four KV buckets of a fleet and hands out the stores that
@@ -32,6 +34,7 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, erro
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	jsp := bus.NewJetStreamPublisher(js.Conn()) // one reply subscription for the store's buckets
 	chunk, err := chunkSize(js, cfg)
 	if err != nil {
 		return nil, err
@@ -54,7 +57,7 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, erro
 		if err != nil {
 			return nil, wrapErr("open bucket", name, err)
 		}
-		return &bucket{js: js, kv: kv, stream: stream, name: name, timeout: cfg.Timeout, budget: cfg.OutageBudget, chunk: chunk, max: cfg.MaxValueSize, log: cfg.Logger}, nil
+		return &bucket{js: js, jsp: jsp, kv: kv, stream: stream, name: name, timeout: cfg.Timeout, budget: cfg.OutageBudget, chunk: chunk, max: cfg.MaxValueSize, log: cfg.Logger}, nil
 	}
 	s := &Store{cfg: cfg}
 	b, err := bind(cfg.CheckpointBucket)
