@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lovia-fleet/lovia/internal/jsapi"
@@ -51,7 +53,7 @@ func (b *bucket) put(ctx context.Context, key string, val []byte) (uint64, error
 	var rev uint64
 	err := b.withRetry(ctx, "put", func(ctx context.Context, _ int) error {
 		var err error
-		rev, err = b.kv.Put(ctx, key, val)
+		rev, err = b.publish(ctx, key, val, noExpect)
 		return err
 	})
 	return rev, err
@@ -64,7 +66,7 @@ func (b *bucket) create(ctx context.Context, key string, val []byte) (uint64, er
 	var rev uint64
 	err := b.withRetry(ctx, "create", func(ctx context.Context, attempt int) error {
 		var err error
-		rev, err = b.kv.Create(ctx, key, val)
+		rev, err = b.createOnce(ctx, key, val)
 		if err != nil && attempt > 1 && isCAS(err) {
 			if r, ok := b.sameValue(ctx, key, val); ok {
 				rev, err = r, nil
@@ -82,7 +84,7 @@ func (b *bucket) update(ctx context.Context, key string, val []byte, rev uint64)
 	var next uint64
 	err := b.withRetry(ctx, "update", func(ctx context.Context, attempt int) error {
 		var err error
-		next, err = b.kv.Update(ctx, key, val, rev)
+		next, err = b.publish(ctx, key, val, rev)
 		if err != nil && attempt > 1 && isCAS(err) {
 			if r, ok := b.sameValue(ctx, key, val); ok && r > rev {
 				next, err = r, nil
@@ -91,6 +93,45 @@ func (b *bucket) update(ctx context.Context, key string, val []byte, rev uint64)
 		return err
 	})
 	return next, err
+}
+
+// noExpect is publish's expectation for a put: none.
+const noExpect = ^uint64(0)
+
+// publish writes val under key — as jetstream.KeyValue's Put (expect
+// noExpect) or Update (expect the revision the key must be at; 0: absent)
+// do, with the same errors (a lost compare-and-set matches
+// jetstream.ErrKeyRevisionMismatch, or ErrKeyExists for expect 0) — on the
+// store's bus.JetStreamPublisher, which reads the ack itself instead of
+// decoding it as JSON.
+func (b *bucket) publish(ctx context.Context, key string, val []byte, expect uint64) (uint64, error) {
+	msg := &nats.Msg{Subject: "$KV." + b.name + "." + key, Data: val}
+	if expect != noExpect {
+		msg.Header = nats.Header{jetstream.ExpectedLastSubjSeqHeader: {strconv.FormatUint(expect, 10)}}
+	}
+	ack, err := b.jsp.PublishMsg(ctx, msg)
+	if err != nil {
+		if expect != noExpect && isWrongLast(err) {
+			cas := jetstream.ErrKeyRevisionMismatch
+			if expect == 0 {
+				cas = jetstream.ErrKeyExists
+			}
+			return 0, fmt.Errorf("%w: %w", err, cas)
+		}
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
+
+// createOnce is jetstream.KeyValue's Create: a write expecting no key.
+// When the key exists the library's Create decides (its last entry may be
+// a delete or purge marker, which a create replaces), and says it.
+func (b *bucket) createOnce(ctx context.Context, key string, val []byte) (uint64, error) {
+	rev, err := b.publish(ctx, key, val, 0)
+	if err != nil && isCAS(err) {
+		return b.kv.Create(ctx, key, val)
+	}
+	return rev, err
 }
 
 // purgeKey removes a key's history, if its revision is still rev (whatever
