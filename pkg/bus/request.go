@@ -313,9 +313,36 @@ type RequestMeta struct {
 // PublishRequest publishes an encoded run request to <p>.submit.<agent> on
 // the runs stream and returns the stream sequence it is stored at.
 func PublishRequest(ctx context.Context, js jetstream.JetStream, names Names, agent string, body []byte, meta RequestMeta) (uint64, error) {
-	subj, err := names.Submit(agent)
+	msg, msgID, err := requestMsg(names, agent, body, meta)
 	if err != nil {
 		return 0, err
+	}
+	ack, err := js.PublishMsg(ctx, msg)
+	if err != nil {
+		return 0, fmt.Errorf("bus: publish run request %s: %w", msgID, err)
+	}
+	return ack.Sequence, nil
+}
+
+// PublishRequest is the package's PublishRequest on the publisher's
+// connection, its ack read by hand (see JetStreamPublisher).
+func (p *Publisher) PublishRequest(ctx context.Context, agent string, body []byte, meta RequestMeta) (uint64, error) {
+	msg, msgID, err := requestMsg(p.names, agent, body, meta)
+	if err != nil {
+		return 0, err
+	}
+	ack, err := p.jsp.PublishMsg(ctx, msg)
+	if err != nil {
+		return 0, fmt.Errorf("bus: publish run request %s: %w", msgID, err)
+	}
+	return ack.Sequence, nil
+}
+
+// requestMsg is the message of a run request and its message id.
+func requestMsg(names Names, agent string, body []byte, meta RequestMeta) (*nats.Msg, string, error) {
+	subj, err := names.Submit(agent)
+	if err != nil {
+		return nil, "", err
 	}
 	msgID := meta.RunID
 	if meta.Submission > 1 {
@@ -334,9 +361,5 @@ func PublishRequest(ctx context.Context, js jetstream.JetStream, names Names, ag
 	}
 	meta.Trace.Set(msg.Header)
 	meta.Record.Set(msg.Header)
-	ack, err := js.PublishMsg(ctx, msg)
-	if err != nil {
-		return 0, fmt.Errorf("bus: publish run request %s: %w", msgID, err)
-	}
-	return ack.Sequence, nil
+	return msg, msgID, nil
 }

@@ -54,7 +54,7 @@ type API struct {
 	cfg   Config
 	names bus.Names
 	js    jetstream.JetStream
-	pub   *bus.Publisher // reads runs' last events; publishes nothing
+	pub   *bus.Publisher // reads runs' last events, publishes run requests
 	log   *slog.Logger
 	trace apiTracing // trace.go
 	// dedup is the RUNS stream's deduplication window, read once.
@@ -303,7 +303,7 @@ func (a *API) enqueue(ctx context.Context, req *bus.RunRequest, enc bus.Encoding
 	if !record {
 		meta.Record = recordStamp(enc, body, req, e)
 	}
-	seq, err := bus.PublishRequest(ctx, a.js, a.names, req.Agent, body, meta)
+	seq, err := a.pub.PublishRequest(ctx, req.Agent, body, meta)
 	if err != nil {
 		return fmt.Errorf("enqueue run %s: %w", req.RunID, err)
 	}
