@@ -72,6 +72,25 @@ func startBodyFaultProxy(t *testing.T, target, trigger string) *faultProxy {
 	return p
 }
 
+// proxiedFleet starts a fleet on agentsYAML whose one worker, wA, talks to
+// the server through the fault proxy mkProxy makes (wA and the workers
+// started later hold their claims 1s, with a heartbeat every 300ms), and
+// returns the fleet, the proxy and wA.
+func proxiedFleet(t *testing.T, agentsYAML string, mkProxy func(url string) *faultProxy) (*fleettest.Fleet, *faultProxy, *worker.Worker) {
+	t.Helper()
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: agentsYAML, Worker: func(c *worker.Config) {
+		c.AckWait, c.Heartbeat, c.SkipProvision = time.Second, 300*time.Millisecond, false
+	}})
+	require.NoError(t, f.Workers[0].Stop(context.Background()))
+	proxy := mkProxy(f.Server.ClientURL())
+	connA, err := nats.Connect(proxy.url(), nats.NoReconnect())
+	require.NoError(t, err)
+	t.Cleanup(connA.Close)
+	a := f.StartWorker(worker.Config{Conn: connA, Catalog: f.Catalog, ID: "wA", SkipProvision: true,
+		AckWait: time.Second, Heartbeat: 300 * time.Millisecond, ShutdownGrace: 10 * time.Millisecond})
+	return f, proxy, a
+}
+
 func (p *faultProxy) url() string { return "nats://" + p.ln.Addr().String() }
 
 // kill cuts every connection and refuses new ones.
@@ -229,18 +248,11 @@ func TestCrashAfterTerminalBeforeAck(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents + looper, Worker: func(c *worker.Config) {
-				c.AckWait, c.Heartbeat, c.SkipProvision = time.Second, 300*time.Millisecond, false
-			}})
+			// The fleet's worker is A, which talks through the proxy.
+			f, proxy, a := proxiedFleet(t, fleetAgents+looper, func(url string) *faultProxy {
+				return startFaultProxy(t, url, "Lovia-Event: "+string(tc.terminal), false)
+			})
 			ctx := context.Background()
-			// Replace the fleet's worker by A, which talks through the proxy.
-			require.NoError(t, f.Workers[0].Stop(ctx))
-			proxy := startFaultProxy(t, f.Server.ClientURL(), "Lovia-Event: "+string(tc.terminal), false)
-			connA, err := nats.Connect(proxy.url(), nats.NoReconnect())
-			require.NoError(t, err)
-			t.Cleanup(connA.Close)
-			a := f.StartWorker(worker.Config{Conn: connA, Catalog: f.Catalog, ID: "wA", SkipProvision: true,
-				AckWait: time.Second, Heartbeat: 300 * time.Millisecond, ShutdownGrace: 10 * time.Millisecond})
 
 			rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: tc.agent, Input: bus.TextInput("x")})
 			require.NoError(t, err)
@@ -291,17 +303,10 @@ func TestCrashAfterTerminalBeforeAck(t *testing.T) {
 // terminal event and one tool_call_completed, for B's call.
 func TestStalledOwnerIsFenced(t *testing.T) {
 	t.Parallel()
-	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents, Worker: func(c *worker.Config) {
-		c.AckWait, c.Heartbeat, c.SkipProvision = time.Second, 300*time.Millisecond, false
-	}})
+	f, proxy, _ := proxiedFleet(t, fleetAgents, func(url string) *faultProxy {
+		return startFaultProxy(t, url, "Lovia-Event: tool_call_started", true)
+	})
 	ctx := context.Background()
-	require.NoError(t, f.Workers[0].Stop(ctx))
-	proxy := startFaultProxy(t, f.Server.ClientURL(), "Lovia-Event: tool_call_started", true)
-	connA, err := nats.Connect(proxy.url(), nats.NoReconnect())
-	require.NoError(t, err)
-	t.Cleanup(connA.Close)
-	f.StartWorker(worker.Config{Conn: connA, Catalog: f.Catalog, ID: "wA", SkipProvision: true,
-		AckWait: time.Second, Heartbeat: 300 * time.Millisecond, ShutdownGrace: 10 * time.Millisecond})
 
 	rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "napper", Input: bus.TextInput("nap")})
 	require.NoError(t, err)
@@ -343,19 +348,12 @@ func TestStalledOwnerIsFenced(t *testing.T) {
 // agree.
 func TestCrashAfterOutcomeBeforeTerminalEvent(t *testing.T) {
 	t.Parallel()
-	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents, Worker: func(c *worker.Config) {
-		c.AckWait, c.Heartbeat, c.SkipProvision = time.Second, 300*time.Millisecond, false
-	}})
-	ctx := context.Background()
-	require.NoError(t, f.Workers[0].Stop(ctx))
 	// The run record's msgpack status field, set to completed (the
 	// record's next field is worker: the checkpoint head has a status too).
-	proxy := startBodyFaultProxy(t, f.Server.ClientURL(), "\xa6status\xa9completed\xa6worker")
-	connA, err := nats.Connect(proxy.url(), nats.NoReconnect())
-	require.NoError(t, err)
-	t.Cleanup(connA.Close)
-	a := f.StartWorker(worker.Config{Conn: connA, Catalog: f.Catalog, ID: "wA", SkipProvision: true,
-		AckWait: time.Second, Heartbeat: 300 * time.Millisecond, ShutdownGrace: 10 * time.Millisecond})
+	f, proxy, a := proxiedFleet(t, fleetAgents, func(url string) *faultProxy {
+		return startBodyFaultProxy(t, url, "\xa6status\xa9completed\xa6worker")
+	})
+	ctx := context.Background()
 
 	rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "calc", Input: bus.TextInput("x")})
 	require.NoError(t, err)

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lovia-fleet/lovia/internal/fleettest"
@@ -24,17 +23,10 @@ import (
 // output. Exactly one terminal event ends the run.
 func TestCrashAfterFinalTurnBeforeItsCheckpoint(t *testing.T) {
 	t.Parallel()
-	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents, Worker: func(c *worker.Config) {
-		c.AckWait, c.Heartbeat, c.SkipProvision = time.Second, 300*time.Millisecond, false
-	}})
+	f, proxy, a := proxiedFleet(t, fleetAgents, func(url string) *faultProxy {
+		return startFaultProxy(t, url, "Lovia-Event: "+string(loop.EventTurnEnded), false)
+	})
 	ctx := context.Background()
-	require.NoError(t, f.Workers[0].Stop(ctx))
-	proxy := startFaultProxy(t, f.Server.ClientURL(), "Lovia-Event: "+string(loop.EventTurnEnded), false)
-	connA, err := nats.Connect(proxy.url(), nats.NoReconnect())
-	require.NoError(t, err)
-	t.Cleanup(connA.Close)
-	a := f.StartWorker(worker.Config{Conn: connA, Catalog: f.Catalog, ID: "wA", SkipProvision: true,
-		AckWait: time.Second, Heartbeat: 300 * time.Millisecond, ShutdownGrace: 10 * time.Millisecond})
 
 	rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "quick", Input: bus.TextInput("x")})
 	require.NoError(t, err)
