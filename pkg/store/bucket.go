@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -111,16 +112,32 @@ func (b *bucket) publish(ctx context.Context, key string, val []byte, expect uin
 	}
 	ack, err := b.jsp.PublishMsg(ctx, msg)
 	if err != nil {
-		if expect != noExpect && isWrongLast(err) {
-			cas := jetstream.ErrKeyRevisionMismatch
-			if expect == 0 {
-				cas = jetstream.ErrKeyExists
-			}
-			return 0, fmt.Errorf("%w: %w", err, cas)
-		}
-		return 0, err
+		return 0, kvWriteErr(err, expect)
 	}
 	return ack.Sequence, nil
+}
+
+// kvWriteErr is the error of a KV write expecting revision expect (or
+// noExpect) as jetstream.KeyValue says it: a wrong last sequence — 10071,
+// or 10164 from a replicated stream — is a lost compare-and-set,
+// jetstream.ErrKeyRevisionMismatch (ErrKeyExists for a create).
+func kvWriteErr(err error, expect uint64) error {
+	if expect == noExpect || !isWrongLast(err) && !isWrongLastReplicated(err) {
+		return err
+	}
+	cas := jetstream.ErrKeyRevisionMismatch
+	if expect == 0 {
+		cas = jetstream.ErrKeyExists
+	}
+	return fmt.Errorf("%w: %w", err, cas)
+}
+
+// isWrongLastReplicated reports whether err is 10164, the "wrong last
+// sequence" a replicated stream may answer a compare-and-set with, which
+// jetstream.KeyValue's Update and Create report as a lost one too.
+func isWrongLastReplicated(err error) bool {
+	var ae *jetstream.APIError
+	return errors.As(err, &ae) && ae.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
 }
 
 // createOnce is jetstream.KeyValue's Create: a write expecting no key.

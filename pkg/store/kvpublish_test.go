@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -155,5 +156,25 @@ func TestKVWritesClassifyAsTheLibrary(t *testing.T) {
 			require.Equal(t, errors.Is(libErr, s), errors.Is(got, s), "%s: errors.Is %v", c.name, s)
 		}
 		t.Logf("%s: %v → %v", c.name, got, classify(got))
+	}
+}
+
+// TestKVWriteErrOfReplicatedStreams: a replicated stream may refuse a
+// compare-and-set with 10164 instead of 10071; both are a lost one
+// (jetstream.KeyValue's Update and Create say so), not an outage to
+// retry, and a put's error is left as it is.
+func TestKVWriteErrOfReplicatedStreams(t *testing.T) {
+	t.Parallel()
+	for _, code := range []jetstream.ErrorCode{jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant} {
+		api := &jetstream.APIError{Code: 400, ErrorCode: code, Description: "wrong last sequence"}
+		upd := kvWriteErr(fmt.Errorf("nats: %w", api), 5)
+		require.ErrorIs(t, upd, jetstream.ErrKeyRevisionMismatch, "%d", code)
+		require.True(t, isCAS(upd), "%d", code)
+		require.ErrorIs(t, classify(upd), ErrConflict, "%d", code)
+		create := kvWriteErr(fmt.Errorf("nats: %w", api), 0)
+		require.ErrorIs(t, create, jetstream.ErrKeyExists, "%d", code)
+		require.ErrorIs(t, classify(create), ErrConflict, "%d", code)
+		put := kvWriteErr(api, noExpect)
+		require.Equal(t, error(api), put, "%d", code)
 	}
 }
