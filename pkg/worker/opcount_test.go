@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lovia-fleet/lovia/internal/fleettest"
@@ -55,7 +56,12 @@ type opCounter struct {
 	spy *nats.Conn
 	mu  sync.Mutex
 	by  map[string]int
+	// marks are the flush markers the spy published, seen by add.
+	marks chan string
 }
+
+// opMarker is the subject prefix of the spy's flush markers.
+const opMarker = "_LOVIA_OPCOUNT."
 
 // opClass names what a message on subject is to the broker, or "" for
 // what is no operation of a run: replies (the server's own answers and the
@@ -112,6 +118,10 @@ func kvKind(s string) string {
 }
 
 func (c *opCounter) add(m *nats.Msg) {
+	if strings.HasPrefix(m.Subject, opMarker) {
+		c.marks <- m.Subject
+		return
+	}
 	if strings.HasPrefix(m.Reply, "$JS.ACK.") {
 		// A delivery from the server to a consumer, not an operation the
 		// server receives.
@@ -140,11 +150,25 @@ func (c *opCounter) snapshot() map[string]int {
 	return maps.Clone(c.by)
 }
 
-// flush waits until the server has delivered to the spy everything
-// received before.
+// flush waits until the spy has counted everything the server received
+// before: it publishes a marker and waits for its subscription's handler
+// to see it (the handler runs apart from the connection, so a Flush alone
+// can return before it has counted what came before the marker).
 func (c *opCounter) flush(t *testing.T) {
 	t.Helper()
-	require.NoError(t, c.spy.Flush())
+	marker := opMarker + nuid.Next()
+	require.NoError(t, c.spy.Publish(marker, nil))
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case got := <-c.marks:
+			if got == marker {
+				return
+			}
+		case <-deadline:
+			t.Fatal("the op counter's marker did not come back within 10s")
+		}
+	}
 }
 
 func countOps(t *testing.T, f *fleettest.Fleet) *opCounter {
@@ -152,7 +176,7 @@ func countOps(t *testing.T, f *fleettest.Fleet) *opCounter {
 	spy, err := nats.Connect(f.Server.ClientURL())
 	require.NoError(t, err)
 	t.Cleanup(spy.Close)
-	c := &opCounter{spy: spy, by: map[string]int{}}
+	c := &opCounter{spy: spy, by: map[string]int{}, marks: make(chan string, 16)}
 	for _, subj := range []string{">"} {
 		_, err := spy.Subscribe(subj, c.add)
 		require.NoError(t, err)
