@@ -20,6 +20,9 @@ func (r *RunRecord) EncodeMsgpack(enc *msgpack.Encoder) error {
 		// (a struct, a type with IsZero…): the reflective encoding.
 		return enc.Encode((*plainRecord)(r))
 	}
+	// A *loop.Usage is omitted when nil or when its IsZero says so (the
+	// reflective encoder asks types with IsZero).
+	hasUsage := r.Usage != nil && !r.Usage.IsZero()
 	type strField struct{ key, val string }
 	strs := [...]strField{{"session_id", r.SessionID}, {"parent_run_id", r.ParentRunID}, {"worker", r.Worker}}
 	n := 7 // run_id, agent, status, attempt, turns, created_at, updated_at
@@ -29,7 +32,7 @@ func (r *RunRecord) EncodeMsgpack(enc *msgpack.Encoder) error {
 		}
 	}
 	for _, set := range [...]bool{
-		!resultEmpty, r.Usage != nil, r.FinalAgent != "", r.FinishReason != nil, r.Submissions != 0,
+		!resultEmpty, hasUsage, r.FinalAgent != "", r.FinishReason != nil, r.Submissions != 0,
 		r.RequestSeq != 0, r.Quiet, r.Requeues != 0, r.Parked != nil, r.Wakes != 0, len(r.Attempts) > 0,
 		r.AttemptsDropped != 0, r.Registry != 0, r.Error != nil, len(r.Metadata) > 0,
 		!r.StartedAt.IsZero(), !r.FinishedAt.IsZero(),
@@ -54,7 +57,7 @@ func (r *RunRecord) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if !resultEmpty {
 		w.value("result", r.Result)
 	}
-	if r.Usage != nil {
+	if hasUsage {
 		w.key("usage")
 		w.mapLen(5)
 		// int64 fields are not compacted, unlike int ones.

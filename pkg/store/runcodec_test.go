@@ -43,13 +43,15 @@ func TestRunRecordEncodingMatchesReflection(t *testing.T) {
 	failed.Status, failed.Error, failed.FinishReason = RunFailed, &loop.ErrorInfo{Type: "MaxTurnsExceeded", Message: "m"}, &empty
 	for name, r := range map[string]RunRecord{
 		"zero": {}, "fresh": fresh, "claimed": claimed, "completed": completed, "failed": failed, "every field": every,
-		"zero times and empty slices": {RunID: "r3", Agent: "a", Attempts: []Attempt{}, Metadata: map[string]any{}, Result: ""},
-		"empty results":               {RunID: "r4", Agent: "a", Result: map[string]any{}},
-		"zero result":                 {RunID: "r4", Agent: "a", Result: 0.0},
-		"false result":                {RunID: "r4", Agent: "a", Result: false},
-		"a struct result":             {RunID: "r4", Agent: "a", Result: loop.Usage{}},
-		"a struct result, set":        {RunID: "r4", Agent: "a", Result: loop.Usage{InputTokens: 1}},
-		"a time result":               {RunID: "r4", Agent: "a", Result: time.Time{}},
+		"zero times and empty slices":  {RunID: "r3", Agent: "a", Attempts: []Attempt{}, Metadata: map[string]any{}, Result: ""},
+		"empty results":                {RunID: "r4", Agent: "a", Result: map[string]any{}},
+		"zero result":                  {RunID: "r4", Agent: "a", Result: 0.0},
+		"false result":                 {RunID: "r4", Agent: "a", Result: false},
+		"a struct result":              {RunID: "r4", Agent: "a", Result: loop.Usage{}},
+		"a struct result, set":         {RunID: "r4", Agent: "a", Result: loop.Usage{InputTokens: 1}},
+		"a time result":                {RunID: "r4", Agent: "a", Result: time.Time{}},
+		"a zero usage":                 {RunID: "r5", Agent: "a", Status: RunCompleted, Usage: &loop.Usage{}},
+		"a usage of total tokens only": {RunID: "r5", Agent: "a", Usage: &loop.Usage{TotalTokens: 3}},
 	} {
 		got, err := marshal(&r)
 		require.NoError(t, err, name)
