@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -118,11 +117,18 @@ func (b *bucket) publish(ctx context.Context, key string, val []byte, expect uin
 }
 
 // kvWriteErr is the error of a KV write expecting revision expect (or
-// noExpect) as jetstream.KeyValue says it: a wrong last sequence — 10071,
-// or 10164 from a replicated stream — is a lost compare-and-set,
-// jetstream.ErrKeyRevisionMismatch (ErrKeyExists for a create).
+// noExpect) as jetstream.KeyValue says it: a wrong last sequence (10071)
+// is a lost compare-and-set, jetstream.ErrKeyRevisionMismatch
+// (ErrKeyExists for a create). Unlike the library, 10164 — the wrong last
+// sequence a replicated stream answers while another write of the same
+// key is still being proposed, most often this writer's own earlier
+// attempt after a leader change — stays what transientAPICodes makes it:
+// an outage to retry, as for checkpoint segments (putIfLast). The retry
+// then finds its own write (sameValue) or loses the compare-and-set with
+// 10071; taking 10164 for a lost one could make a claim re-read a record
+// that does not show its own write yet and claim the run a second time.
 func kvWriteErr(err error, expect uint64) error {
-	if expect == noExpect || !isWrongLast(err) && !isWrongLastReplicated(err) {
+	if expect == noExpect || !isWrongLast(err) {
 		return err
 	}
 	cas := jetstream.ErrKeyRevisionMismatch
@@ -130,14 +136,6 @@ func kvWriteErr(err error, expect uint64) error {
 		cas = jetstream.ErrKeyExists
 	}
 	return fmt.Errorf("%w: %w", err, cas)
-}
-
-// isWrongLastReplicated reports whether err is 10164, the "wrong last
-// sequence" a replicated stream may answer a compare-and-set with, which
-// jetstream.KeyValue's Update and Create report as a lost one too.
-func isWrongLastReplicated(err error) bool {
-	var ae *jetstream.APIError
-	return errors.As(err, &ae) && ae.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
 }
 
 // createOnce is jetstream.KeyValue's Create: a write expecting no key.

@@ -159,22 +159,30 @@ func TestKVWritesClassifyAsTheLibrary(t *testing.T) {
 	}
 }
 
-// TestKVWriteErrOfReplicatedStreams: a replicated stream may refuse a
-// compare-and-set with 10164 instead of 10071; both are a lost one
-// (jetstream.KeyValue's Update and Create say so), not an outage to
-// retry, and a put's error is left as it is.
+// TestKVWriteErrOfReplicatedStreams: a KV write refused with 10071 is a
+// lost compare-and-set (as jetstream.KeyValue says), one refused with
+// 10164 — a replicated stream's wrong last sequence while another write
+// of the key is still being proposed — is retried as an outage, as a
+// checkpoint segment's is, and a put's error is left as it is.
 func TestKVWriteErrOfReplicatedStreams(t *testing.T) {
 	t.Parallel()
-	for _, code := range []jetstream.ErrorCode{jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant} {
-		api := &jetstream.APIError{Code: 400, ErrorCode: code, Description: "wrong last sequence"}
-		upd := kvWriteErr(fmt.Errorf("nats: %w", api), 5)
-		require.ErrorIs(t, upd, jetstream.ErrKeyRevisionMismatch, "%d", code)
-		require.True(t, isCAS(upd), "%d", code)
-		require.ErrorIs(t, classify(upd), ErrConflict, "%d", code)
-		create := kvWriteErr(fmt.Errorf("nats: %w", api), 0)
-		require.ErrorIs(t, create, jetstream.ErrKeyExists, "%d", code)
-		require.ErrorIs(t, classify(create), ErrConflict, "%d", code)
-		put := kvWriteErr(api, noExpect)
-		require.Equal(t, error(api), put, "%d", code)
+	wrongLast := func(code jetstream.ErrorCode) error {
+		return fmt.Errorf("nats: %w", &jetstream.APIError{Code: 400, ErrorCode: code, Description: "wrong last sequence"})
 	}
+	lost := kvWriteErr(wrongLast(jetstream.JSErrCodeStreamWrongLastSequence), 5)
+	require.ErrorIs(t, lost, jetstream.ErrKeyRevisionMismatch)
+	require.True(t, isCAS(lost))
+	require.ErrorIs(t, classify(lost), ErrConflict)
+	require.False(t, retryable(lost), "a lost compare-and-set is not retried")
+	exists := kvWriteErr(wrongLast(jetstream.JSErrCodeStreamWrongLastSequence), 0)
+	require.ErrorIs(t, exists, jetstream.ErrKeyExists)
+
+	for _, expect := range []uint64{0, 5} {
+		proposing := kvWriteErr(wrongLast(jetstream.JSErrCodeStreamWrongLastSequenceConstant), expect)
+		require.False(t, isCAS(proposing), "expect %d", expect)
+		require.ErrorIs(t, classify(proposing), ErrUnavailable, "expect %d", expect)
+		require.True(t, retryable(proposing), "expect %d", expect)
+	}
+	put := wrongLast(jetstream.JSErrCodeStreamWrongLastSequence)
+	require.Equal(t, put, kvWriteErr(put, noExpect))
 }
