@@ -21,7 +21,9 @@ type Pool struct {
 	quit chan struct{}
 	idle time.Duration
 	wg   sync.WaitGroup
-	once sync.Once
+	// mu orders starting a goroutine (wg.Add) against Close (wg.Wait).
+	mu     sync.Mutex
+	closed bool
 }
 
 // New returns a pool whose goroutines end after idle without work.
@@ -35,12 +37,16 @@ func (p *Pool) Go(f func()) {
 	select {
 	case p.work <- f:
 		return
-	case <-p.quit:
-		go f()
-		return
 	default:
 	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		go f()
+		return
+	}
 	p.wg.Add(1)
+	p.mu.Unlock()
 	go p.loop(f)
 }
 
@@ -64,6 +70,11 @@ func (p *Pool) loop(f func()) {
 // Close ends the idle goroutines and waits for the running functions to
 // return.
 func (p *Pool) Close() {
-	p.once.Do(func() { close(p.quit) })
+	p.mu.Lock()
+	if !p.closed {
+		p.closed = true
+		close(p.quit)
+	}
+	p.mu.Unlock()
 	p.wg.Wait()
 }

@@ -75,3 +75,25 @@ func TestPoolIdleGoroutinesEnd(t *testing.T) {
 		t.Fatal("an idle goroutine was still waiting after 10s (idle time 20ms)")
 	}
 }
+
+// TestPoolGoDuringClose: functions handed to the pool while it closes
+// all run, and Close waits for those it started (no WaitGroup misuse under
+// -race).
+func TestPoolGoDuringClose(t *testing.T) {
+	for range 50 {
+		p := New(time.Minute)
+		var ran atomic.Int32
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for range 20 {
+					p.Go(func() { ran.Add(1) })
+				}
+			})
+		}
+		p.Close()
+		wg.Wait()
+		require.Eventually(t, func() bool { return ran.Load() == 80 }, 10*time.Second, time.Millisecond,
+			"%d of 80 functions ran", ran.Load())
+	}
+}

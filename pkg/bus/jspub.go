@@ -107,6 +107,13 @@ func (p *JetStreamPublisher) start() error {
 	}
 	p.sub, p.started = sub, true
 	status := p.nc.StatusChanged(nats.RECONNECTING, nats.CLOSED)
+	if p.nc.IsClosed() {
+		// Closed before the listener was registered: no CLOSED will come,
+		// and nothing waits yet (the caller registers after start).
+		p.nc.RemoveStatusListener(status)
+		p.closed = true
+		return nats.ErrConnectionClosed
+	}
 	go p.watch(status)
 	return nil
 }
