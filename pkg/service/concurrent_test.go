@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
@@ -16,8 +17,8 @@ import (
 // TestRequestsServedConcurrently (issue 16): a request that takes long
 // does not hold up the ones behind it. Served in order, one submit's round
 // trips to JetStream would bound the whole API; here the first status
-// request is held until a second one, sent after it to the same endpoint,
-// has been answered.
+// request is held until a second one, sent after it to the same endpoint
+// about another run, has been answered.
 func TestRequestsServedConcurrently(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -56,11 +57,88 @@ func TestRequestsServedConcurrently(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the first status request was not served within 10s")
 	}
+	// Another run's status (an unknown one: answered not found).
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	st, err := cl.Status(sctx, "r1")
-	require.NoError(t, err, "a status request waited for the held one before it: the service serves one request at a time")
-	require.Equal(t, bus.StateQueued, st.Status)
+	_, err = cl.Status(sctx, "r2")
+	var ae *bus.APIError
+	require.ErrorAs(t, err, &ae, "a status request waited for the held one before it: the service serves one request at a time")
+	require.Equal(t, bus.TypeNotFound, ae.Type)
 	unhold()
 	require.NoError(t, <-first)
+}
+
+// TestRunRequestsServedInOrder: requests about one run are served one at
+// a time, in the order they came (two injects sent without waiting reach
+// the run in that order), while another run's are served meanwhile.
+func TestRunRequestsServedInOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	api := oneRunAPI(t)
+	svc := New(api)
+	started, release := make(chan string, 8), make(chan struct{})
+	var once sync.Once
+	svc.serving = func(subject string) {
+		started <- subject
+		if strings.Contains(subject, ".run.r1.") {
+			held := false
+			once.Do(func() { held = true })
+			if held {
+				<-release
+			}
+		}
+	}
+	var unheld sync.Once
+	unhold := func() { unheld.Do(func() { close(release) }) }
+	require.NoError(t, svc.Start(ctx))
+	t.Cleanup(func() {
+		unhold()
+		_ = svc.Stop(ctx)
+	})
+	nc := api.cfg.Conn
+	ask := func(subject string) chan *nats.Msg {
+		reply := make(chan *nats.Msg, 1)
+		inbox := nc.NewRespInbox()
+		sub, err := nc.ChanSubscribe(inbox, reply)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
+		require.NoError(t, nc.PublishRequest(subject, inbox, nil))
+		return reply
+	}
+	next := func() string {
+		t.Helper()
+		select {
+		case s := <-started:
+			return s
+		case <-time.After(10 * time.Second):
+			t.Fatal("no request was served within 10s")
+			return ""
+		}
+	}
+	first := ask("lovia.api.run.r1.status")
+	require.Equal(t, "lovia.api.run.r1.status", next())
+	second := ask("lovia.api.run.r1.status")
+	other := ask("lovia.api.run.r2.status")
+	require.Equal(t, "lovia.api.run.r2.status", next(), "another run's request is served while r1's first is held")
+	select {
+	case <-other:
+	case <-time.After(10 * time.Second):
+		t.Fatal("r2's status was not answered within 10s")
+	}
+	select {
+	case s := <-started:
+		t.Fatalf("%s was served while r1's first request was (its requests are served in order)", s)
+	case <-second:
+		t.Fatal("r1's second request was answered before its first")
+	case <-time.After(200 * time.Millisecond):
+	}
+	unhold()
+	require.Equal(t, "lovia.api.run.r1.status", next())
+	for _, c := range []chan *nats.Msg{first, second} {
+		select {
+		case <-c:
+		case <-time.After(10 * time.Second):
+			t.Fatal("an r1 status was not answered within 10s")
+		}
+	}
 }

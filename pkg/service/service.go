@@ -35,13 +35,18 @@ type Service struct {
 	slots chan struct{}
 	// pool runs the requests, on goroutines kept between them.
 	pool *gopool.Pool
+	// queues holds, per run, the requests about it that wait for the one
+	// being served (see dispatch).
+	qmu    sync.Mutex
+	queues map[string]*runQueue
 	// serving, when set (by tests), is called as each request starts.
 	serving func(subject string)
 }
 
 // New builds a Service; Start registers it.
 func New(api *API) *Service {
-	return &Service{api: api, slots: make(chan struct{}, MaxConcurrentRequests), pool: gopool.New(10 * time.Second)}
+	return &Service{api: api, slots: make(chan struct{}, MaxConcurrentRequests), pool: gopool.New(10 * time.Second),
+		queues: map[string]*runQueue{}}
 }
 
 // Start registers the endpoints in the service's queue group.
@@ -137,13 +142,51 @@ func (s *Service) Stop(ctx context.Context) error {
 }
 
 // dispatch serves r on a goroutine of its own, once a slot is free: the
-// endpoint's next request need not wait for this one's round trips.
+// endpoint's next request need not wait for this one's round trips. The
+// requests about one run (<prefix>.api.run.<id>.<op>) are served in the
+// order they came, one at a time, as when every request was served in
+// order: two injects a client sends without waiting for the first reply
+// reach the run in that order.
 func (s *Service) dispatch(r micro.Request, h func(context.Context, micro.Request) (any, error)) {
 	s.slots <- struct{}{}
-	s.pool.Go(func() {
+	job := func() {
 		defer func() { <-s.slots }()
 		s.serve(r, h)
-	})
+	}
+	runID, _, err := s.api.names.ParseRunAPI(r.Subject())
+	if err != nil {
+		s.pool.Go(job)
+		return
+	}
+	s.qmu.Lock()
+	if q, busy := s.queues[runID]; busy {
+		q.pending = append(q.pending, job)
+		s.qmu.Unlock()
+		return
+	}
+	q := &runQueue{}
+	s.queues[runID] = q
+	s.qmu.Unlock()
+	s.pool.Go(func() { s.serveInOrder(runID, q, job) })
+}
+
+// runQueue is the requests about one run waiting for the one being served.
+type runQueue struct{ pending []func() }
+
+// serveInOrder runs job, then the run's requests that came meanwhile.
+func (s *Service) serveInOrder(runID string, q *runQueue, job func()) {
+	for {
+		job()
+		s.qmu.Lock()
+		if len(q.pending) == 0 {
+			delete(s.queues, runID)
+			s.qmu.Unlock()
+			return
+		}
+		job = q.pending[0]
+		q.pending = q.pending[1:]
+		s.qmu.Unlock()
+	}
 }
 
 // drain waits for every slot to be free: no request is being served.
