@@ -71,6 +71,14 @@
 //	seq, err := run.Publish(ctx, ev) // ev is a loop.Event
 //	err = run.Flush(ctx)             // before writing the checkpoint
 //
+// Publishes go through a [JetStreamPublisher]: messages to JetStream on the
+// core connection, one reply subscription, and the server's acks read by
+// hand (what it does not recognise goes to encoding/json), with the
+// outcomes jetstream.PublishMsg gives for the same replies — the ack, its
+// API errors and sentinels. [NewJetStreamPublisher] makes one; the store
+// uses its own for checkpoints and the run index, and [Publisher]'s
+// [Publisher.PublishRequest] publishes run requests on it.
+//
 // # Tailing a run
 //
 // [Tailer.Tail] reads one run's events through one ephemeral ordered
