@@ -5,14 +5,12 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/lovia-fleet/lovia/pkg/broker"
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/catalog"
 	"github.com/lovia-fleet/lovia/pkg/lifecycle"
@@ -31,23 +29,7 @@ type stampBundle struct {
 
 func stampSetup(t *testing.T, chunk int) *stampBundle {
 	t.Helper()
-	ctx := context.Background()
-	emb, err := broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = emb.Shutdown(sctx)
-	})
-	nc, err := emb.Connect()
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	_, err = bus.Provision(ctx, js, bus.ProvisionConfig{})
-	require.NoError(t, err)
-	st, err := store.Open(ctx, js, store.Config{ChunkSize: chunk})
-	require.NoError(t, err)
+	nc, js, st := provisioned(t, store.Config{ChunkSize: chunk})
 	cat, err := catalog.Parse([]byte("agents:\n  - name: calc\n    model: scripted\n    script:\n      - text: done\n"),
 		catalog.Options{Registry: &loop.Registry{}})
 	require.NoError(t, err)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
@@ -90,6 +91,19 @@ func TestWarmRunIndexStaysLive(t *testing.T) {
 func oneRunAPI(t *testing.T) *API {
 	t.Helper()
 	ctx := context.Background()
+	nc, _, st := provisioned(t, store.Config{})
+	_, err := st.Runs().Create(ctx, lifecycle.Submit(lifecycle.Submission{RunID: "r1", Agent: "a"}))
+	require.NoError(t, err)
+	api, err := NewAPI(Config{Conn: nc, Store: st})
+	require.NoError(t, err)
+	return api
+}
+
+// provisioned starts an embedded server, provisions its streams and
+// buckets and opens a store with cfg on them.
+func provisioned(t *testing.T, cfg store.Config) (*nats.Conn, jetstream.JetStream, *store.Store) {
+	t.Helper()
+	ctx := context.Background()
 	emb, err := broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1})
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -104,11 +118,7 @@ func oneRunAPI(t *testing.T) *API {
 	require.NoError(t, err)
 	_, err = bus.Provision(ctx, js, bus.ProvisionConfig{})
 	require.NoError(t, err)
-	st, err := store.Open(ctx, js, store.Config{})
+	st, err := store.Open(ctx, js, cfg)
 	require.NoError(t, err)
-	_, err = st.Runs().Create(ctx, lifecycle.Submit(lifecycle.Submission{RunID: "r1", Agent: "a"}))
-	require.NoError(t, err)
-	api, err := NewAPI(Config{Conn: nc, Store: st})
-	require.NoError(t, err)
-	return api
+	return nc, js, st
 }
