@@ -125,7 +125,7 @@ func (w *Worker) claim(ctx context.Context, d *delivery, req *bus.RunRequest, ru
 	// A run no worker has ever claimed (attempt 0, queued: the API's
 	// record, or the sweep's) has no checkpoint and no events: claim it
 	// on its record, without reading them — on the record the API stamped
-	// a first request with, rebuilt without a read (claimStamped), or on
+	// a first request with, rebuilt without a read (stampedEntry), or on
 	// the record read here. Anything else — or a lost compare-and-set —
 	// takes the whole path below. (Not when run
 	// records expire before events do: a run id indexed anew could have
@@ -133,8 +133,10 @@ func (w *Worker) claim(ctx context.Context, d *delivery, req *bus.RunRequest, ru
 	if !w.fastClaims {
 		return w.claimSlow(ctx, d, req, runID, enc, ag, ar, c)
 	}
-	if x, v, ok := w.claimStamped(ctx, d, req, runID, enc, ag, ar, c); ok {
-		return x, v
+	if e := stampedEntry(d, req); e != nil {
+		if x, v, err := w.claimOn(ctx, d, req, runID, enc, ag, ar, c, e); err == nil {
+			return x, v
+		}
 	}
 	// A compare-and-set lost to another writer (a cancel or an inject
 	// clearing the record's quiet flag, a requeue) reads the record again
@@ -144,17 +146,9 @@ func (w *Worker) claim(ctx context.Context, d *delivery, req *bus.RunRequest, ru
 		if err != nil || e.Record.Attempt != 0 || e.Record.Status != store.RunQueued {
 			break
 		}
-		quiet := e.Record.Quiet
-		next, cl, err := lifecycle.ClaimRun(e.Record, c)
-		if err != nil {
-			break
-		}
-		e.Record = next
-		err = w.st.Runs().Update(ctx, e)
+		x, v, err := w.claimOn(ctx, d, req, runID, enc, ag, ar, c, e)
 		if err == nil {
-			d.fresh, d.unclaimed, d.quiet, d.entry = true, true, quiet, e
-			plan := lifecycle.Decide(lifecycle.Delivery{FirstClaim: d.firstClaim})
-			return w.claimed(ctx, d, req, runID, enc, ag, ar, plan, nil, cl)
+			return x, v
 		}
 		if !errors.Is(err, store.ErrConflict) {
 			break
@@ -163,39 +157,45 @@ func (w *Worker) claim(ctx context.Context, d *delivery, req *bus.RunRequest, ru
 	return w.claimSlow(ctx, d, req, runID, enc, ag, ar, c)
 }
 
-// claimStamped claims the first delivery of a request that names the run
-// record the API created for it (bus.HeaderRecord) without reading the
-// record: it rebuilds it from the request and the stamp's creation time
-// (lifecycle.Submitted, the record the API's create stored) and makes the
-// claim transition with a compare-and-set at the stamp's revision. It
-// reports false when it did not claim the run — no stamp, a redelivery
-// (its record may have changed), or a record changed since the API wrote
-// it (a cancel or an inject cleared its quiet flag, a requeue, a
-// resubmission): the caller reads the record, as for a request without a
-// stamp.
-func (w *Worker) claimStamped(ctx context.Context, d *delivery, req *bus.RunRequest, runID string, enc bus.Encoding, ag *catalog.Agent, ar *activeRun, c lifecycle.Claim) (*execution, lifecycle.Verdict, bool) {
+// stampedEntry is the record the API created for the first delivery of
+// a request that names it (bus.HeaderRecord), rebuilt from the request
+// and the stamp's creation time (lifecycle.Submitted, what the API's
+// create stored) at the stamp's revision, without reading it; nil for a
+// request without a stamp, or a redelivery (its record may have changed).
+// A record changed since the API wrote it (a cancel or an inject cleared
+// its quiet flag, a requeue, a resubmission) fails the claim's
+// compare-and-set, and the claim reads it.
+func stampedEntry(d *delivery, req *bus.RunRequest) *store.RunEntry {
 	if !d.firstClaim {
-		return nil, lifecycle.Verdict{}, false
+		return nil
 	}
 	stamp, ok := bus.RecordStampOf(d.msg.Headers())
 	if !ok {
-		return nil, lifecycle.Verdict{}, false
-	}
-	rec := lifecycle.Submitted(lifecycle.SubmissionOf(req), stamp.Created)
-	next, cl, err := lifecycle.ClaimRun(rec, c)
-	if err != nil {
-		return nil, lifecycle.Verdict{}, false
+		return nil
 	}
 	// Stored in one piece (the API stamps no other record): an entry with
 	// no chunks to clean up when it is replaced.
-	e := &store.RunEntry{Record: next, Revision: stamp.Revision}
-	if err := w.st.Runs().Update(ctx, e); err != nil {
-		return nil, lifecycle.Verdict{}, false
+	return &store.RunEntry{Record: lifecycle.Submitted(lifecycle.SubmissionOf(req), stamp.Created), Revision: stamp.Revision}
+}
+
+// claimOn makes the claim transition on e, a record no worker has
+// claimed, with a compare-and-set at its revision, and finishes the claim
+// of a never-claimed run; an error (a refused transition, a lost
+// compare-and-set) leaves the delivery unclaimed.
+func (w *Worker) claimOn(ctx context.Context, d *delivery, req *bus.RunRequest, runID string, enc bus.Encoding, ag *catalog.Agent, ar *activeRun, c lifecycle.Claim, e *store.RunEntry) (*execution, lifecycle.Verdict, error) {
+	quiet := e.Record.Quiet
+	next, cl, err := lifecycle.ClaimRun(e.Record, c)
+	if err != nil {
+		return nil, lifecycle.Verdict{}, err
 	}
-	d.fresh, d.unclaimed, d.quiet, d.entry = true, true, rec.Quiet, e
-	plan := lifecycle.Decide(lifecycle.Delivery{FirstClaim: true})
+	e.Record = next
+	if err := w.st.Runs().Update(ctx, e); err != nil {
+		return nil, lifecycle.Verdict{}, err
+	}
+	d.fresh, d.unclaimed, d.quiet, d.entry = true, true, quiet, e
+	plan := lifecycle.Decide(lifecycle.Delivery{FirstClaim: d.firstClaim})
 	x, v := w.claimed(ctx, d, req, runID, enc, ag, ar, plan, nil, cl)
-	return x, v, true
+	return x, v, nil
 }
 
 // claimSlow is claim for a run that may have run before: it reads the
