@@ -105,10 +105,19 @@ const noExpect = ^uint64(0)
 // store's bus.JetStreamPublisher, which reads the ack itself instead of
 // decoding it as JSON.
 func (b *bucket) publish(ctx context.Context, key string, val []byte, expect uint64) (uint64, error) {
-	msg := &nats.Msg{Subject: "$KV." + b.name + "." + key, Data: val}
+	msg := &nats.Msg{Subject: b.subject(key), Data: val}
 	if expect != noExpect {
 		msg.Header = nats.Header{jetstream.ExpectedLastSubjSeqHeader: {strconv.FormatUint(expect, 10)}}
 	}
+	return b.send(ctx, msg, expect)
+}
+
+// subject is key's subject in the bucket's stream.
+func (b *bucket) subject(key string) string { return "$KV." + b.name + "." + key }
+
+// send publishes a write of the bucket, expecting expect (see
+// kvWriteErr), and returns the revision it was stored at.
+func (b *bucket) send(ctx context.Context, msg *nats.Msg, expect uint64) (uint64, error) {
 	ack, err := b.jsp.PublishMsg(ctx, msg)
 	if err != nil {
 		return 0, kvWriteErr(err, expect)
@@ -193,7 +202,7 @@ func (b *bucket) deleteKey(ctx context.Context, key string, rev uint64) error {
 // from the bucket's stream, leaving no markers behind.
 func (b *bucket) purge(ctx context.Context, filter string) error {
 	return b.withRetry(ctx, "purge", func(ctx context.Context, _ int) error {
-		return b.stream.Purge(ctx, jetstream.WithPurgeSubject("$KV."+b.name+"."+filter))
+		return b.stream.Purge(ctx, jetstream.WithPurgeSubject(b.subject(filter)))
 	})
 }
 
@@ -228,7 +237,7 @@ func (b *bucket) list(ctx context.Context, filter string) ([]jetstream.KeyValueE
 }
 
 func (b *bucket) listOnce(ctx context.Context, filter string) ([]jetstream.KeyValueEntry, error) {
-	last, err := jsapi.LeaderGet(ctx, b.js, "KV_"+b.name, jsapi.LastBySubject("$KV."+b.name+"."+filter))
+	last, err := jsapi.LeaderGet(ctx, b.js, "KV_"+b.name, jsapi.LastBySubject(b.subject(filter)))
 	if err != nil {
 		return nil, err
 	}

@@ -91,7 +91,7 @@ func (c *Checkpointer) lastSegment(ctx context.Context, runID string) (st headSt
 		var m *jsapi.Msg
 		err = c.b.withRetry(ctx, "get", func(ctx context.Context, _ int) error {
 			var err error
-			m, err = jsapi.LeaderGet(ctx, c.b.js, "KV_"+c.b.name, jsapi.LastBySubject("$KV."+c.b.name+"."+segFilter(runID)))
+			m, err = jsapi.LeaderGet(ctx, c.b.js, "KV_"+c.b.name, jsapi.LastBySubject(c.b.subject(segFilter(runID))))
 			return err
 		})
 		if err != nil || m == nil {
@@ -181,22 +181,14 @@ func (b *bucket) putIfLast(ctx context.Context, key string, val []byte, filter s
 		// The conditions jetstream.WithExpectLastSequenceForSubject sets;
 		// the ack is read by the connection's bus publisher, which returns
 		// what js.PublishMsg returns for the same reply.
-		msg := &nats.Msg{Subject: "$KV." + b.name + "." + key, Data: val, Header: nats.Header{
-			jetstream.ExpectedLastSubjSeqSubjHeader: {"$KV." + b.name + "." + filter},
+		msg := &nats.Msg{Subject: b.subject(key), Data: val, Header: nats.Header{
+			jetstream.ExpectedLastSubjSeqSubjHeader: {b.subject(filter)},
 			jetstream.ExpectedLastSubjSeqHeader:     {strconv.FormatUint(last, 10)},
 		}}
-		ack, err := b.jsp.PublishMsg(ctx, msg)
-		if err != nil && isWrongLast(err) {
-			// As a KV create or update says it.
-			cas := jetstream.ErrKeyRevisionMismatch
-			if last == 0 {
-				cas = jetstream.ErrKeyExists
-			}
-			err = fmt.Errorf("%w: %w", cas, err)
-		}
-		if err == nil {
-			rev = ack.Sequence
-		} else if attempt > 1 && isCAS(err) {
+		// A lost compare-and-set as a KV create or update says it.
+		var err error
+		rev, err = b.send(ctx, msg, last)
+		if err != nil && attempt > 1 && isCAS(err) {
 			if r, ok := b.sameValue(ctx, key, val); ok && r > last {
 				rev, err = r, nil
 			}
