@@ -2,21 +2,50 @@ package worker_test
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lovia-fleet/lovia/internal/fleettest"
 	"github.com/lovia-fleet/lovia/pkg/bus"
 )
 
 // BenchmarkFleetRuns is the fleet's throughput: b.N scripted runs (two
-// model turns and an echo tool call each: 14 events, two checkpoints, a
+// model turns and an echo tool call each: 14 events, three checkpoints, a
 // session-less run index record) submitted through the NATS API by 16
 // concurrent clients to two workers in one process on an embedded server,
 // timed until the runs stream is drained and no delivery is pending.
 func BenchmarkFleetRuns(b *testing.B) {
+	benchFleet(b, func(ctx context.Context, f *fleettest.Fleet, _ int64) (string, error) {
+		rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "calc", Input: bus.TextInput("What is 12*7?")})
+		if err != nil {
+			return "", err
+		}
+		return rep.RunID, nil
+	})
+}
+
+// BenchmarkFleetRawSubmit is BenchmarkFleetRuns with the runs submitted
+// as BenchmarkRawMix submits its requests: a JetStream publish straight
+// into the runs stream (docs/protocol.md, "Submitting by raw publish"),
+// without the API's hop and its record create — the claim indexes the
+// run.
+func BenchmarkFleetRawSubmit(b *testing.B) {
+	body := []byte(`{"input":"What is 12*7?"}`)
+	benchFleet(b, func(ctx context.Context, f *fleettest.Fleet, n int64) (string, error) {
+		id := "raw-" + strconv.FormatInt(n, 10)
+		_, err := f.JS.Publish(ctx, "lovia.submit.calc", body, jetstream.WithMsgID(id))
+		return id, err
+	})
+}
+
+// benchFleet runs b.N runs, each submitted by submit (n: the run's number,
+// from 1) from one of 16 concurrent clients, and reports runs/s.
+func benchFleet(b *testing.B, submit func(ctx context.Context, f *fleettest.Fleet, n int64) (string, error)) {
 	f := fleettest.Start(b, fleettest.Options{AgentsYAML: fleetAgents, Workers: 2})
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -27,13 +56,17 @@ func BenchmarkFleetRuns(b *testing.B) {
 	var last atomic.Value
 	for range 16 {
 		wg.Go(func() {
-			for next.Add(1) <= int64(b.N) {
-				rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "calc", Input: bus.TextInput("What is 12*7?")})
+			for {
+				n := next.Add(1)
+				if n > int64(b.N) {
+					return
+				}
+				id, err := submit(ctx, f, n)
 				if err != nil {
 					b.Error(err)
 					return
 				}
-				last.Store(rep.RunID)
+				last.Store(id)
 			}
 		})
 	}
@@ -42,8 +75,9 @@ func BenchmarkFleetRuns(b *testing.B) {
 	b.StopTimer()
 	sys()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "runs/s")
-	st, err := f.Client.Status(ctx, last.Load().(string))
+	id, _ := last.Load().(string)
+	st, err := f.Client.Status(ctx, id)
 	if err != nil || st.Status != bus.StateCompleted {
-		b.Fatalf("last run: %+v, %v", st, err)
+		b.Fatalf("last run %s: %+v, %v", id, st, err)
 	}
 }

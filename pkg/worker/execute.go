@@ -137,6 +137,18 @@ func (w *Worker) claim(ctx context.Context, d *delivery, req *bus.RunRequest, ru
 		if x, v, err := w.claimOn(ctx, d, req, runID, enc, ag, ar, c, e); err == nil {
 			return x, v
 		}
+	} else if rawFirst(d, c) {
+		// A raw publish's first delivery: its run is indexed by its claim,
+		// so a run without a record has never been claimed. Create the
+		// record claimed, without reading first; a record that exists (an
+		// earlier submission, the sweep's queued record, a duplicate
+		// request) fails the create, and the claim reads it.
+		rec, cl := lifecycle.ClaimNew(c, runID, ag.Name, req.SessionID, req.Metadata)
+		if e, err := w.st.Runs().Create(ctx, rec); err == nil {
+			// Quiet: the API stores a cancel or a steer only for a run
+			// with a record, and one stored from now on notifies ar.
+			return w.claimedNew(ctx, d, req, runID, enc, ag, ar, e, true, cl)
+		}
 	}
 	// A compare-and-set lost to another writer (a cancel or an inject
 	// clearing the record's quiet flag, a requeue) reads the record again
@@ -192,10 +204,23 @@ func (w *Worker) claimOn(ctx context.Context, d *delivery, req *bus.RunRequest, 
 	if err := w.st.Runs().Update(ctx, e); err != nil {
 		return nil, lifecycle.Verdict{}, err
 	}
+	x, v := w.claimedNew(ctx, d, req, runID, enc, ag, ar, e, quiet, cl)
+	return x, v, nil
+}
+
+// rawFirst reports whether c is the first claim of a raw publish's
+// request (no Lovia-Submission, no Lovia-Continues: the API's and the
+// workers' requests carry one or the other, or a record stamp).
+func rawFirst(d *delivery, c lifecycle.Claim) bool {
+	return d.firstClaim && c.Submission == 0 && c.Continues == 0
+}
+
+// claimedNew finishes the claim of a never-claimed run, whose claim wrote
+// e: it has no checkpoint and no event to read.
+func (w *Worker) claimedNew(ctx context.Context, d *delivery, req *bus.RunRequest, runID string, enc bus.Encoding, ag *catalog.Agent, ar *activeRun, e *store.RunEntry, quiet bool, cl lifecycle.Claimed) (*execution, lifecycle.Verdict) {
 	d.fresh, d.unclaimed, d.quiet, d.entry = true, true, quiet, e
 	plan := lifecycle.Decide(lifecycle.Delivery{FirstClaim: d.firstClaim})
-	x, v := w.claimed(ctx, d, req, runID, enc, ag, ar, plan, nil, cl)
-	return x, v, nil
+	return w.claimed(ctx, d, req, runID, enc, ag, ar, plan, nil, cl)
 }
 
 // claimSlow is claim for a run that may have run before: it reads the
