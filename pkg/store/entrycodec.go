@@ -26,7 +26,7 @@ func (s *segRecord) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if err := enc.EncodeString("head"); err != nil {
 		return err
 	}
-	if err := enc.Encode(&s.Head); err != nil {
+	if err := encodeHead(enc, &s.Head); err != nil {
 		return err
 	}
 	if err := enc.EncodeString("base"); err != nil {
@@ -55,6 +55,49 @@ func (s *segRecord) EncodeMsgpack(enc *msgpack.Encoder) error {
 		return enc.EncodeString(s.Write)
 	}
 	return nil
+}
+
+// encodeHead writes h as the reflective encoder writes a loop.RunHead
+// (the fields in declaration order, the omitempty ones only when set),
+// without reflection; an output of a type emptyResult does not know takes
+// the reflective encoding.
+func encodeHead(enc *msgpack.Encoder, h *loop.RunHead) error {
+	outputEmpty, known := emptyResult(h.Output)
+	if !known {
+		return enc.Encode(h)
+	}
+	n := 5 // agent_name, usage, turns, status, updated_at
+	for _, set := range [...]bool{!outputEmpty, h.Error != nil, h.LastInputTokens != 0, len(h.ContextState) > 0} {
+		if set {
+			n++
+		}
+	}
+	w := recWriter{enc: enc}
+	w.mapLen(n)
+	w.str("agent_name", h.Agent)
+	w.key("usage")
+	w.mapLen(5)
+	w.int64("input_tokens", h.Usage.InputTokens)
+	w.int64("output_tokens", h.Usage.OutputTokens)
+	w.int64("cache_read_tokens", h.Usage.CacheReadTokens)
+	w.int64("cache_write_tokens", h.Usage.CacheWriteTokens)
+	w.int64("total_tokens", h.Usage.TotalTokens)
+	w.int("turns", int64(h.Turns))
+	w.str("status", string(h.Status))
+	if !outputEmpty {
+		w.value("output", h.Output)
+	}
+	if h.Error != nil {
+		w.value("error", h.Error)
+	}
+	if h.LastInputTokens != 0 {
+		w.int64("last_input_tokens", h.LastInputTokens)
+	}
+	if len(h.ContextState) > 0 {
+		w.value("context_state", h.ContextState)
+	}
+	w.time("updated_at", h.UpdatedAt)
+	return w.failed
 }
 
 // encodeEntry writes e as the reflective encoder writes a loop.Entry.

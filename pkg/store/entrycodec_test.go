@@ -38,6 +38,11 @@ func TestSegmentEncodingMatchesReflection(t *testing.T) {
 		"every field":   {Head: head, Base: 1 << 40, Entries: []loop.Entry{full, {Kind: loop.KindInput}}, Write: "nonce"},
 		"a model turn":  {Head: head, Base: 300, Entries: []loop.Entry{loop.AssistantText("ok"), loop.ToolCallEntry("c1", "echo", `{"text":"84"}`)}, Write: "w"},
 		"a tool result": {Head: head, Base: -1, Entries: []loop.Entry{loop.ToolResultEntry("c1", "echo", "84", false)}, Write: "w"},
+		"a plain head":  {Head: loop.RunHead{Agent: "calc", Turns: 1, Status: loop.StatusRunning, UpdatedAt: time.Unix(1700000000, 0)}, Base: 2},
+		"empty output":  {Head: loop.RunHead{Agent: "a", Output: map[string]any{}, ContextState: map[string]any{}, Usage: loop.Usage{TotalTokens: 1 << 40}}},
+		"string output": {Head: loop.RunHead{Agent: "a", Output: "84", Error: &loop.ErrorInfo{Type: "T", Hint: "h", Retryable: true}, LastInputTokens: -3}},
+		"struct output": {Head: loop.RunHead{Agent: "a", Output: struct{ A int }{1}}},
+		"number output": {Head: loop.RunHead{Agent: "a", Output: 0.0, Turns: 1 << 20}},
 	} {
 		got, err := marshal(&s)
 		require.NoError(t, err, name)
@@ -72,4 +77,24 @@ func TestEntryCodecKnowsEveryField(t *testing.T) {
 	require.Equal(t, []string{"kind", "role", "content", "text", "id", "provider", "signature", "redacted",
 		"call_id", "name", "arguments", "output", "is_error", "raw", "parts"}, tags,
 		"loop.Entry's fields changed: make encodeEntry (entrycodec.go) write them, in declaration order")
+}
+
+// TestHeadCodecKnowsEveryField fails when loop.RunHead (or loop.Usage)
+// gains a field that encodeHead does not write (it would be dropped from
+// checkpoints).
+func TestHeadCodecKnowsEveryField(t *testing.T) {
+	t.Parallel()
+	tags := func(v any) []string {
+		var out []string
+		typ := reflect.TypeOf(v)
+		for i := range typ.NumField() {
+			tag, _, _ := strings.Cut(typ.Field(i).Tag.Get("msgpack"), ",")
+			out = append(out, tag)
+		}
+		return out
+	}
+	require.Equal(t, []string{"agent_name", "usage", "turns", "status", "output", "error", "last_input_tokens", "context_state", "updated_at"},
+		tags(loop.RunHead{}), "loop.RunHead's fields changed: make encodeHead (entrycodec.go) write them, in declaration order")
+	require.Equal(t, []string{"input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "total_tokens"},
+		tags(loop.Usage{}), "loop.Usage's fields changed: make encodeHead (entrycodec.go) write them, in declaration order")
 }
