@@ -74,6 +74,7 @@ type ackWait struct {
 	done   atomic.Bool
 	ack    jetstream.PubAck
 	err    error
+	timer  *time.Timer // a sync wait's, for its deadline (see arm)
 }
 
 // settled reports whether the wait has its outcome.
@@ -319,14 +320,38 @@ var syncWaits = sync.Pool{New: func() any { return &ackWait{notify: make(chan st
 // jetstream.ErrNoStreamResponse after the no-responder retries,
 // jetstream.ErrInvalidJSAck, nats.ErrConnectionClosed, or ctx's error.
 func (p *JetStreamPublisher) PublishMsg(ctx context.Context, m *nats.Msg, opts ...PublishOpt) (jetstream.PubAck, error) {
+	var within time.Duration
+	if _, ok := ctx.Deadline(); !ok {
+		within = defaultSyncTimeout
+	}
+	return p.publishMsg(ctx, m, within, opts)
+}
+
+// PublishMsgWithin is PublishMsg waiting at most d (its no-responder
+// retries included) besides ctx, as under a context with that timeout —
+// it then fails with context.DeadlineExceeded — without making one: no
+// context, timer or cancellation link per publish (a pooled timer bounds
+// the wait). d <= 0 is PublishMsg.
+func (p *JetStreamPublisher) PublishMsgWithin(ctx context.Context, m *nats.Msg, d time.Duration, opts ...PublishOpt) (jetstream.PubAck, error) {
+	if d <= 0 {
+		return p.PublishMsg(ctx, m, opts...)
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
+		d = 0 // ctx ends first
+	}
+	return p.publishMsg(ctx, m, d, opts)
+}
+
+// publishMsg is PublishMsg bounded by ctx and, when within > 0, by within
+// from now.
+func (p *JetStreamPublisher) publishMsg(ctx context.Context, m *nats.Msg, within time.Duration, opts []PublishOpt) (jetstream.PubAck, error) {
 	o := publishOpts{retries: defaultNoResponderRetries, wait: defaultNoResponderWait}
 	if len(opts) > 0 {
 		o = applyPublishOpts(o, opts) // only then does an option see (and escape) them
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, defaultSyncTimeout)
-		defer cancel()
+	var deadline time.Time
+	if within > 0 {
+		deadline = time.Now().Add(within)
 	}
 	w := syncWaits.Get().(*ackWait)
 	defer func() {
@@ -338,14 +363,18 @@ func (p *JetStreamPublisher) PublishMsg(ctx context.Context, m *nats.Msg, opts .
 		syncWaits.Put(w)
 	}()
 	for attempt := 0; ; attempt++ {
-		ack, err := p.request(ctx, m, w)
+		ack, err := p.request(ctx, m, w, deadline)
 		if !errors.Is(err, nats.ErrNoResponders) {
 			return ack, err
 		}
 		if attempt >= o.retries && o.retries >= 0 {
 			return jetstream.PubAck{}, jetstream.ErrNoStreamResponse
 		}
-		t := time.NewTimer(o.wait)
+		wait := o.wait
+		if !deadline.IsZero() {
+			wait = min(wait, time.Until(deadline))
+		}
+		t := w.arm(wait)
 		select {
 		case <-ctx.Done():
 		case <-t.C:
@@ -354,10 +383,32 @@ func (p *JetStreamPublisher) PublishMsg(ctx context.Context, m *nats.Msg, opts .
 	}
 }
 
-// request sends m once and waits for its reply on w.
-func (p *JetStreamPublisher) request(ctx context.Context, m *nats.Msg, w *ackWait) (jetstream.PubAck, error) {
+// arm returns the wait's timer (a sync wait's, kept with it in the pool)
+// set to fire after d. The caller stops it.
+func (w *ackWait) arm(d time.Duration) *time.Timer {
+	if w.timer == nil {
+		w.timer = time.NewTimer(d)
+	} else {
+		w.timer.Reset(d)
+	}
+	return w.timer
+}
+
+// request sends m once and waits for its reply on w, until ctx ends or
+// deadline (unless zero) passes.
+func (p *JetStreamPublisher) request(ctx context.Context, m *nats.Msg, w *ackWait, deadline time.Time) (jetstream.PubAck, error) {
 	if err := ctx.Err(); err != nil {
 		return jetstream.PubAck{}, err
+	}
+	var expired <-chan time.Time
+	if !deadline.IsZero() {
+		d := time.Until(deadline)
+		if d <= 0 {
+			return jetstream.PubAck{}, context.DeadlineExceeded
+		}
+		t := w.arm(d)
+		defer t.Stop()
+		expired = t.C
 	}
 	reply, err := p.register(w, 0)
 	if err != nil {
@@ -371,14 +422,22 @@ func (p *JetStreamPublisher) request(ctx context.Context, m *nats.Msg, w *ackWai
 		select {
 		case <-w.notify:
 		case <-ctx.Done():
-			p.forget(w)
-			if w.settled() {
-				return w.ack, w.err
-			}
-			return jetstream.PubAck{}, ctx.Err()
+			return p.gaveUp(w, ctx.Err())
+		case <-expired:
+			return p.gaveUp(w, context.DeadlineExceeded)
 		}
 		if w.settled() {
 			return w.ack, w.err
 		}
 	}
+}
+
+// gaveUp forgets w, whose wait ended with err, and returns its outcome
+// if it came in meanwhile, else err.
+func (p *JetStreamPublisher) gaveUp(w *ackWait, err error) (jetstream.PubAck, error) {
+	p.forget(w)
+	if w.settled() {
+		return w.ack, w.err
+	}
+	return jetstream.PubAck{}, err
 }

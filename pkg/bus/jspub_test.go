@@ -375,3 +375,36 @@ func TestRunPublisherForgetsAcksItGaveUpOn(t *testing.T) {
 	require.Zero(t, all, fmt.Sprintf("awaiting acks left: %d (%d async)", all, async))
 	require.Zero(t, async)
 }
+
+// TestPublishMsgWithinBoundsTheWait: PublishMsgWithin fails a publish
+// whose ack does not come within its bound with context.DeadlineExceeded,
+// as a context with that timeout would; the bound covers the no-responder
+// retries too; the context still stops it first when it ends first; a
+// publish acked in time returns its ack; and its pooled wait (and timer)
+// serves the next publish.
+func TestPublishMsgWithinBoundsTheWait(t *testing.T) {
+	t.Parallel()
+	nc := jsServer(t, "")
+	p := bus.NewJetStreamPublisher(nc)
+	quietSubject(t, nc, "quiet.x")
+	const bound = 100 * time.Millisecond
+	for _, subj := range []string{"quiet.x", "nobody.x"} {
+		t0 := time.Now()
+		_, err := p.PublishMsgWithin(context.Background(), &nats.Msg{Subject: subj, Data: []byte("x")}, bound)
+		took := time.Since(t0)
+		require.ErrorIs(t, err, context.DeadlineExceeded, "%s: no ack within the bound", subj)
+		require.GreaterOrEqual(t, took, bound, "%s: gave up before its bound", subj)
+		require.Less(t, took, bound+2*time.Second, "%s: waited past its bound (the no-responder retries take 500ms)", subj)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	t0 := time.Now()
+	_, err := p.PublishMsgWithin(ctx, &nats.Msg{Subject: "quiet.x", Data: []byte("x")}, time.Minute)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(t0), 30*time.Second, "the context's end did not stop the wait")
+	for i := range 3 {
+		ack, err := p.PublishMsgWithin(context.Background(), &nats.Msg{Subject: "s.within", Data: []byte("x")}, 5*time.Second)
+		require.NoError(t, err, "publish %d", i)
+		require.Equal(t, "S", ack.Stream)
+	}
+}

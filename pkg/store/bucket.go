@@ -51,7 +51,7 @@ func (b *bucket) get(ctx context.Context, key string) (jetstream.KeyValueEntry, 
 // put is idempotent: a retry writes the same value again.
 func (b *bucket) put(ctx context.Context, key string, val []byte) (uint64, error) {
 	var rev uint64
-	err := b.withRetry(ctx, "put", func(ctx context.Context, _ int) error {
+	err := b.withRetryBounded(ctx, "put", func(ctx context.Context, _ int) error {
 		var err error
 		rev, err = b.publish(ctx, key, val, noExpect)
 		return err
@@ -64,7 +64,7 @@ func (b *bucket) put(ctx context.Context, key string, val []byte) (uint64, error
 // its own.
 func (b *bucket) create(ctx context.Context, key string, val []byte) (uint64, error) {
 	var rev uint64
-	err := b.withRetry(ctx, "create", func(ctx context.Context, attempt int) error {
+	err := b.withRetryBounded(ctx, "create", func(ctx context.Context, attempt int) error {
 		var err error
 		rev, err = b.createOnce(ctx, key, val)
 		if err != nil && attempt > 1 && isCAS(err) {
@@ -82,7 +82,7 @@ func (b *bucket) create(ctx context.Context, key string, val []byte) (uint64, er
 // for its own.
 func (b *bucket) update(ctx context.Context, key string, val []byte, rev uint64) (uint64, error) {
 	var next uint64
-	err := b.withRetry(ctx, "update", func(ctx context.Context, attempt int) error {
+	err := b.withRetryBounded(ctx, "update", func(ctx context.Context, attempt int) error {
 		var err error
 		next, err = b.publish(ctx, key, val, rev)
 		if err != nil && attempt > 1 && isCAS(err) {
@@ -116,9 +116,10 @@ func (b *bucket) publish(ctx context.Context, key string, val []byte, expect uin
 func (b *bucket) subject(key string) string { return "$KV." + b.name + "." + key }
 
 // send publishes a write of the bucket, expecting expect (see
-// kvWriteErr), and returns the revision it was stored at.
+// kvWriteErr), within the bucket's timeout besides ctx, and returns the
+// revision it was stored at.
 func (b *bucket) send(ctx context.Context, msg *nats.Msg, expect uint64) (uint64, error) {
-	ack, err := b.jsp.PublishMsg(ctx, msg)
+	ack, err := b.jsp.PublishMsgWithin(ctx, msg, b.timeout)
 	if err != nil {
 		return 0, kvWriteErr(err, expect)
 	}
@@ -153,6 +154,8 @@ func kvWriteErr(err error, expect uint64) error {
 func (b *bucket) createOnce(ctx context.Context, key string, val []byte) (uint64, error) {
 	rev, err := b.publish(ctx, key, val, 0)
 	if err != nil && isCAS(err) {
+		ctx, cancel := b.callCtx(ctx)
+		defer cancel()
 		return b.kv.Create(ctx, key, val)
 	}
 	return rev, err

@@ -53,12 +53,29 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // Attempt numbers start at 1, so op can tell a first try from a retry whose
 // predecessor's outcome is unknown.
 func (b *bucket) withRetry(ctx context.Context, what string, op func(ctx context.Context, attempt int) error) error {
+	return b.retry(ctx, what, true, op)
+}
+
+// withRetryBounded is withRetry for an op that bounds its own waits by the
+// bucket's timeout (a write through the store's bus.JetStreamPublisher,
+// see send): op gets ctx itself, and no context and timer are made for
+// each call. What else op calls it bounds with callCtx.
+func (b *bucket) withRetryBounded(ctx context.Context, what string, op func(ctx context.Context, attempt int) error) error {
+	return b.retry(ctx, what, false, op)
+}
+
+func (b *bucket) retry(ctx context.Context, what string, deadline bool, op func(ctx context.Context, attempt int) error) error {
 	start := time.Now()
 	var bo backoff
 	for attempt := 1; ; attempt++ {
-		cctx, cancel := b.callCtx(ctx)
+		cctx, cancel := ctx, context.CancelFunc(nil)
+		if deadline {
+			cctx, cancel = b.callCtx(ctx)
+		}
 		err := op(cctx, attempt)
-		cancel()
+		if cancel != nil {
+			cancel()
+		}
 		if err != nil && ctx.Err() != nil {
 			return stopped(ctx, err)
 		}
@@ -99,6 +116,8 @@ func stopped(ctx context.Context, err error) error {
 // outcome was unknown, a compare-and-set that fails on a retry may have lost
 // to that write itself. It returns the key's revision when it does.
 func (b *bucket) sameValue(ctx context.Context, key string, val []byte) (uint64, bool) {
+	ctx, cancel := b.callCtx(ctx)
+	defer cancel()
 	e, err := b.kv.Get(ctx, key)
 	if err != nil || !bytes.Equal(e.Value(), val) {
 		return 0, false

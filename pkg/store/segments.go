@@ -177,7 +177,7 @@ func (c *Checkpointer) landedSegment(ctx context.Context, runID string, p lostWr
 // holding val took the earlier attempt's write for its own.
 func (b *bucket) putIfLast(ctx context.Context, key string, val []byte, filter string, last uint64) (uint64, error) {
 	var rev uint64
-	err := b.withRetry(ctx, "update", func(ctx context.Context, attempt int) error {
+	err := b.withRetryBounded(ctx, "update", func(ctx context.Context, attempt int) error {
 		// The conditions jetstream.WithExpectLastSequenceForSubject sets;
 		// the ack is read by the connection's bus publisher, which returns
 		// what js.PublishMsg returns for the same reply.
