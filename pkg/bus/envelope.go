@@ -165,25 +165,57 @@ func eventMsgID(runID string, seq uint64) string {
 // Headers returns the headers an event is published with: Nats-Msg-Id,
 // Lovia-Event, Lovia-Seq and Content-Type.
 func (e *Envelope) Headers() nats.Header {
-	return eventHeaders(new([5]string), e.RunID, e.Seq, e.Type, e.Encoding, "")
+	vals := new(eventVals)
+	vals.set(e.RunID, e.Seq, e.Type, e.Encoding, "", TraceContext{})
+	return eventHeaders(nil, vals)
 }
 
-// eventHeaders returns the headers of an event (see Envelope.Headers), plus
-// HeaderRequest when request is set, with the values in vals.
-func eventHeaders(vals *[5]string, runID string, seq uint64, typ loop.EventType, enc Encoding, request string) nats.Header {
-	n := 4
-	if request != "" {
-		n++
-	}
+// eventVals are the header values of one event, in this order:
+// Nats-Msg-Id, Lovia-Event, Lovia-Seq, Content-Type, Lovia-Request,
+// traceparent, tracestate (the last three empty when not stamped). They
+// are all an event needs to have its headers written again, exactly as
+// at its first publish (see eventHeaders).
+type eventVals [7]string
+
+// set fills v with the header values of an event: its id, type and
+// encoding, the run request it is stamped with (if request is set) and
+// the trace context t (if set).
+func (v *eventVals) set(runID string, seq uint64, typ loop.EventType, enc Encoding, request string, t TraceContext) {
 	id := eventMsgID(runID, seq)
-	*vals = [5]string{id, string(typ), id[len(runID)+1:], enc.ContentType(), request}
-	h := make(nats.Header, n+2) // room for the trace context
+	if t.Parent == "" {
+		t.State = "" // no tracestate without a traceparent (see TraceContext.Set)
+	}
+	*v = eventVals{id, string(typ), id[len(runID)+1:], enc.ContentType(), request, t.Parent, t.State}
+}
+
+// eventHeaderRoom is the room of a header map eventHeaders makes: every
+// header of an event, plus Lovia-High-Seq (added by a republish), in one
+// group of the map.
+const eventHeaderRoom = 8
+
+// eventHeaders writes the headers whose values are in vals (see
+// Envelope.Headers; plus HeaderRequest, traceparent and tracestate when
+// set) to h and returns it: h is cleared first, so a publisher can reuse
+// one map for every event; nil makes a new map. The values stay in vals
+// (h's slices point into it), which must not change while h is in use.
+func eventHeaders(h nats.Header, vals *eventVals) nats.Header {
+	if h == nil {
+		h = make(nats.Header, eventHeaderRoom)
+	} else {
+		clear(h)
+	}
 	h[HeaderMsgID] = vals[0:1:1]
 	h[HeaderEvent] = vals[1:2:2]
 	h[HeaderSeq] = vals[2:3:3]
 	h[HeaderContentType] = vals[3:4:4]
-	if request != "" {
+	if vals[4] != "" {
 		h[HeaderRequest] = vals[4:5:5]
+	}
+	if vals[5] != "" {
+		h[HeaderTraceParent] = vals[5:6:6]
+		if vals[6] != "" {
+			h[HeaderTraceState] = vals[6:7:7]
+		}
 	}
 	return h
 }

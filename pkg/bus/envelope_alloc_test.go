@@ -38,3 +38,7 @@ func TestEncodeAllocations(t *testing.T) { // not parallel: AllocsPerRun
 		require.LessOrEqual(t, got, 1+slack, "%s: allocations per Marshal", enc)
 	}
 }
+
+// RaceEnabledForTest is raceEnabled, so that the external allocation
+// tests (publish_alloc_test.go) can tell a count from a bound.
+const RaceEnabledForTest = raceEnabled

@@ -1,7 +1,6 @@
 package bus
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -182,19 +181,41 @@ type RunPublisher struct {
 	dups    int
 	err     error
 	closed  bool
+	// hdr is the header map of every first publish, rewritten for each
+	// event: nats.go serializes a message's headers within the publish
+	// call, so the map is free again once publishAsync returns.
+	hdr nats.Header
+	// free holds events whose publish is over, for reuse with their data
+	// buffer (see recycle); nfree of them.
+	free  [maxFree]*pendingEvent
+	nfree int
 }
 
 // initialPending is the room for pending events a run publisher starts
 // with: a checkpoint's worth of a short run.
 const initialPending = 16
 
+// maxFree bounds the events a run publisher keeps for reuse: a
+// checkpoint's worth, as many as come back at a flush of a short run.
+const maxFree = initialPending
+
+// maxReusedData bounds the data buffer a recycled event keeps: a larger
+// one (a big tool result, say) is left to the collector rather than held
+// for the life of the run.
+const maxReusedData = 16 << 10
+
+// pendingEvent is one published event awaiting its ack, kept for a
+// republish in order. Its fields are reset for reuse (see newPending).
 type pendingEvent struct {
 	seq  uint64
-	msg  *nats.Msg // &m, or a copy once repaired
-	wait ackWait   // its ack, or why none came (settled at once when the publish failed)
+	wait ackWait // its ack, or why none came (settled at once when the publish failed)
 	sent time.Time
-	m    nats.Msg
-	vals [5]string // the header values (see eventHeaders)
+	// m is the message: Data the envelope (in a buffer reused from event
+	// to event), Header set only while it is being published.
+	m nats.Msg
+	// vals are the header values of its first publish, trace context
+	// included, from which a republish writes the same headers.
+	vals eventVals
 }
 
 // RunID is the run's id.
@@ -293,21 +314,24 @@ func (r *RunPublisher) Publish(ctx context.Context, ev loop.Event) (uint64, erro
 		return 0, err
 	}
 	// One allocation holds the event's bookkeeping, message and header
-	// values.
-	pe := &pendingEvent{seq: seq, sent: time.Now()}
-	pe.m = nats.Msg{Subject: r.subject, Data: bytes.Clone(enc),
-		Header: eventHeaders(&pe.vals, r.runID, seq, ev.Type(), r.enc, r.request)}
-	pe.msg = &pe.m
-	r.trace.Set(pe.msg.Header)
+	// values, and it is reused after the ack, with its data buffer (the
+	// envelope is copied into it: the pooled one goes back).
+	pe := r.newPending()
+	pe.seq, pe.sent = seq, time.Now()
+	pe.m.Subject = r.subject
+	pe.m.Data = append(pe.m.Data[:0], enc...)
+	pe.vals.set(r.runID, seq, ev.Type(), r.enc, r.request, r.trace)
+	r.hdr = eventHeaders(r.hdr, &pe.vals)
+	pe.m.Header = r.hdr
 	// No retries here: they would resend out of order. Failures come back
 	// here and are retried in seq order by repair. A publish stalled past
 	// AckTimeout behind too many of the connection's awaiting acks fails
 	// (jetstream.ErrTooManyStalledMsgs) and is retried the same way.
-	if r.notify == nil {
-		r.notify = make(chan struct{}, 1)
-	}
-	pe.wait.notify = r.notify
-	if err := r.p.jsp.publishAsync(pe.msg, &pe.wait, r.p.cfg.AckTimeout); err != nil {
+	err = r.p.jsp.publishAsync(&pe.m, &pe.wait, r.p.cfg.AckTimeout)
+	// The headers are serialized (or were never needed): the map is the
+	// next event's, and a republish writes its own from pe.vals.
+	pe.m.Header = nil
+	if err != nil {
 		pe.wait.err = err
 		pe.wait.done.Store(true)
 		r.p.cfg.Logger.Warn("bus: async publish failed, will retry", "run_id", r.runID, "seq", seq, "err", err)
@@ -318,6 +342,48 @@ func (r *RunPublisher) Publish(ctx context.Context, ev loop.Event) (uint64, erro
 	r.pending = append(r.pending, pe)
 	r.next++
 	return seq, nil
+}
+
+// newPending returns an event to publish with: a recycled one, reset
+// but for its data buffer, or a new one. Lock held.
+func (r *RunPublisher) newPending() *pendingEvent {
+	if r.nfree == 0 {
+		if r.notify == nil {
+			r.notify = make(chan struct{}, 1)
+		}
+		pe := &pendingEvent{}
+		// Set once: a recycled event keeps it, since the resolve that
+		// settled its last wait may still be reading it (to signal).
+		pe.wait.notify = r.notify
+		return pe
+	}
+	r.nfree--
+	pe := r.free[r.nfree]
+	r.free[r.nfree] = nil
+	// Every field but the data buffer starts afresh, field by field:
+	// wait.notify is not written at all (it is r.notify already).
+	pe.seq, pe.sent = 0, time.Time{}
+	pe.wait.id, pe.wait.sync = 0, false
+	pe.wait.done.Store(false)
+	pe.wait.ack, pe.wait.err = jetstream.PubAck{}, nil
+	pe.m = nats.Msg{Data: pe.m.Data[:0]}
+	pe.vals = eventVals{}
+	return pe
+}
+
+// recycle keeps pe, taken off pending, for a later event: only once its
+// publish is over for the JetStreamPublisher too, that is once its wait
+// was seen settled (resolve dropped it from the acks first) or was
+// forgotten. Lock held.
+func (r *RunPublisher) recycle(pe *pendingEvent) {
+	if r.nfree == len(r.free) {
+		return
+	}
+	if cap(pe.m.Data) > maxReusedData {
+		pe.m.Data = nil
+	}
+	r.free[r.nfree] = pe
+	r.nfree++
 }
 
 // makeRoom waits (within Timeout when ctx has no deadline) while
@@ -417,6 +483,7 @@ func (r *RunPublisher) acknowledged(pe *pendingEvent, ack *jetstream.PubAck) {
 	}
 	r.popPending()
 	r.acked = pe.seq
+	r.recycle(pe) // its wait is settled: reap and settled saw it so
 }
 
 // popPending drops the oldest pending event, keeping the slice's front so
@@ -508,11 +575,13 @@ func (r *RunPublisher) repair(ctx context.Context) error {
 	high := strconv.FormatUint(r.next-1, 10)
 	for len(r.pending) > 0 {
 		pe := r.pending[0]
+		// The headers of the first publish again (the publisher's map has
+		// moved on to later events, whose request or trace context may
+		// differ), in a map of the event's own.
+		pe.m.Header = eventHeaders(nil, &pe.vals)
 		if pe.seq < r.next-1 {
-			// It may land after higher seqs: record the high-water mark
-			// (on a copy: the first publish's headers stay as sent).
-			pe.msg = copyMsg(pe.msg)
-			pe.msg.Header[HeaderHighSeq] = []string{high}
+			// It may land after higher seqs: record the high-water mark.
+			pe.m.Header[HeaderHighSeq] = []string{high}
 		}
 		if err := r.publishSync(ctx, pe); err != nil {
 			if ctx.Err() != nil {
@@ -524,6 +593,7 @@ func (r *RunPublisher) repair(ctx context.Context) error {
 		}
 		r.popPending()
 		r.acked = pe.seq
+		r.recycle(pe) // forgotten above: nothing else touches its wait
 	}
 	return nil
 }
@@ -539,7 +609,7 @@ func (r *RunPublisher) publishSync(ctx context.Context, pe *pendingEvent) error 
 	)
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, r.p.cfg.AckTimeout)
-		_, err := r.p.jsp.PublishMsg(actx, pe.msg, r.p.syncOpts...)
+		_, err := r.p.jsp.PublishMsg(actx, &pe.m, r.p.syncOpts...)
 		cancel()
 		if err == nil {
 			return nil
@@ -572,14 +642,4 @@ func (r *RunPublisher) publishSync(ctx context.Context, pe *pendingEvent) error 
 			return ctx.Err()
 		}
 	}
-}
-
-// copyMsg returns a fresh message with the same subject, headers and data,
-// so the library never sees one message twice.
-func copyMsg(m *nats.Msg) *nats.Msg {
-	h := make(nats.Header, len(m.Header))
-	for k, v := range m.Header {
-		h[k] = append([]string(nil), v...)
-	}
-	return &nats.Msg{Subject: m.Subject, Header: h, Data: m.Data}
 }
