@@ -155,7 +155,21 @@ func (w *Worker) claim(ctx context.Context, d *delivery, req *bus.RunRequest, ru
 	// once.
 	for range 2 {
 		e, err := w.st.Runs().Get(ctx, runID)
-		if err != nil || e.Record.Attempt != 0 || e.Record.Status != store.RunQueued {
+		if err != nil {
+			break
+		}
+		if _, _, err := lifecycle.ClaimRun(e.Record, c); err != nil {
+			// Refused for good (another request of the run is running
+			// it: a duplicate raw publish, one racing the API's): say so
+			// now. The whole path would say the same after reading the
+			// checkpoint and the last event, by when the other request may
+			// have ended the run — and a raw publish of an ended run is a
+			// new submission of it.
+			if v, refused := refusedClaim(d, runID, c, err); refused {
+				return nil, v
+			}
+		}
+		if e.Record.Attempt != 0 || e.Record.Status != store.RunQueued {
 			break
 		}
 		x, v, err := w.claimOn(ctx, d, req, runID, enc, ag, ar, c, e)
@@ -315,18 +329,29 @@ func (w *Worker) claimSlow(ctx context.Context, d *delivery, req *bus.RunRequest
 			claimed = cl
 		}
 	}
-	switch {
-	case errors.Is(err, lifecycle.ErrInFlight):
-		log.Info("duplicate request of a run in flight; terminated without running it")
-		return nil, lifecycle.Verdict{Settle: lifecycle.Term, Reason: "duplicate: run " + runID + " is already running"}
-	case errors.Is(err, lifecycle.ErrStale):
-		log.Info("request of a submission that has ended or been superseded; terminated without running it", "submission", c.Submission)
-		return nil, lifecycle.Verdict{Settle: lifecycle.Term, Reason: "stale: a request of an earlier submission of run " + runID}
-	case err != nil:
+	if v, refused := refusedClaim(d, runID, c, err); refused {
+		return nil, v
+	}
+	if err != nil {
 		log.Warn("run index update failed; releasing the run", "error", err)
 		return nil, lifecycle.Verdict{Settle: lifecycle.Nak, Delay: time.Second}
 	}
 	return w.claimed(ctx, d, req, runID, enc, ag, ar, plan, last, claimed)
+}
+
+// refusedClaim is the verdict on a request whose claim transition was
+// refused with err for good (lifecycle.ErrInFlight, ErrStale): terminate
+// it without running it; refused is false for any other err.
+func refusedClaim(d *delivery, runID string, c lifecycle.Claim, err error) (v lifecycle.Verdict, refused bool) {
+	switch {
+	case errors.Is(err, lifecycle.ErrInFlight):
+		d.log.Info("duplicate request of a run in flight; terminated without running it")
+		return lifecycle.Verdict{Settle: lifecycle.Term, Reason: "duplicate: run " + runID + " is already running"}, true
+	case errors.Is(err, lifecycle.ErrStale):
+		d.log.Info("request of a submission that has ended or been superseded; terminated without running it", "submission", c.Submission)
+		return lifecycle.Verdict{Settle: lifecycle.Term, Reason: "stale: a request of an earlier submission of run " + runID}, true
+	}
+	return lifecycle.Verdict{}, false
 }
 
 // claimed finishes a claim: the registry revision's agent, the ownership
