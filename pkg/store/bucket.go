@@ -116,10 +116,15 @@ func (b *bucket) publish(ctx context.Context, key string, val []byte, expect uin
 func (b *bucket) subject(key string) string { return "$KV." + b.name + "." + key }
 
 // send publishes a write of the bucket, expecting expect (see
-// kvWriteErr), within the bucket's timeout besides ctx, and returns the
-// revision it was stored at.
+// kvWriteErr), and returns the revision it was stored at. The deadline
+// rule holds as for callCtx: a ctx without a deadline gets the bucket's
+// timeout (bounding the publisher's wait, without deriving a context).
 func (b *bucket) send(ctx context.Context, msg *nats.Msg, expect uint64) (uint64, error) {
-	ack, err := b.jsp.PublishMsgWithin(ctx, msg, b.timeout)
+	var within time.Duration
+	if _, ok := ctx.Deadline(); !ok {
+		within = b.timeout
+	}
+	ack, err := b.jsp.PublishMsgWithin(ctx, msg, within)
 	if err != nil {
 		return 0, kvWriteErr(err, expect)
 	}

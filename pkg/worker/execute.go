@@ -123,13 +123,16 @@ func (w *Worker) claim(ctx context.Context, d *delivery, req *bus.RunRequest, ru
 		Now: w.cfg.Clock(), Registry: rev, Submission: int(bus.HeaderUint(d.msg.Headers(), bus.HeaderSubmission)),
 	}
 	// A run no worker has ever claimed (attempt 0, queued: the API's
-	// record, or the sweep's) has no checkpoint and no events: claim it
-	// on its record, without reading them — on the record the API stamped
-	// a first request with, rebuilt without a read (stampedEntry), or on
-	// the record read here. Anything else — or a lost compare-and-set —
-	// takes the whole path below. (Not when run
-	// records expire before events do: a run id indexed anew could have
-	// an earlier incarnation's events; see fastClaims.)
+	// record, or the sweep's; or no record at all for a raw publish) has
+	// no checkpoint and no events: claim it on its record, without
+	// reading them — on the record the API stamped a first request with,
+	// rebuilt without a read (stampedEntry), on a record a raw publish's
+	// first claim creates, or on the record read here. A request the
+	// record refuses for good (another request runs the run) is
+	// terminated on that read. Anything else — or a lost compare-and-set
+	// — takes the whole path below. (Not when run records expire before
+	// events do: a run id indexed anew could have an earlier
+	// incarnation's events; see fastClaims.)
 	if !w.fastClaims {
 		return w.claimSlow(ctx, d, req, runID, enc, ag, ar, c)
 	}
@@ -146,7 +149,11 @@ func (w *Worker) claim(ctx context.Context, d *delivery, req *bus.RunRequest, ru
 		rec, cl := lifecycle.ClaimNew(c, runID, ag.Name, req.SessionID, req.Metadata)
 		if e, err := w.st.Runs().Create(ctx, rec); err == nil {
 			// Quiet: the API stores a cancel or a steer only for a run
-			// with a record, and one stored from now on notifies ar.
+			// with a record, and one stored from now on notifies ar. (A
+			// program writing to the store itself may store them for a
+			// run without a record, Control.RequestCancel and
+			// Mailbox.Push allow it: the run then finds them at its
+			// first cancel poll or mailbox recheck, not at its start.)
 			return w.claimedNew(ctx, d, req, runID, enc, ag, ar, e, true, cl)
 		}
 	}
