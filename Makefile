@@ -30,8 +30,9 @@ unit:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
-## bench-fleet: BenchmarkRawMix (the broker's bound) and BenchmarkFleetRuns
-## alternately, PAIRS times (default 5), with each pair's ratio fleet/raw
+## bench-fleet: BenchmarkRawMix (the broker's bound), BenchmarkFleetRuns
+## (through the API) and BenchmarkFleetRawSubmit (by raw publish)
+## alternately, PAIRS times (default 5), with each round's ratios fleet/raw
 bench-fleet:
 	@GO=$(GO) ./scripts/bench-fleet.sh
 
