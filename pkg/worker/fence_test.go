@@ -89,7 +89,14 @@ func TestRedeliveryWhileTheHolderReconnects(t *testing.T) {
 	_, err = f.Store.Runs().Create(ctx, store.RunRecord{RunID: "held-by-ghost", Agent: "doze", Status: store.RunRunning,
 		Worker: "ghost", Attempt: 1, RequestSeq: seq, Submissions: 1})
 	require.NoError(t, err)
-	f.StartWorker(withConfig(workerConfig(t, f, "w2"), func(c *worker.Config) { c.ReconnectGrace = 300 * time.Millisecond }))
+	f.StartWorker(withConfig(workerConfig(t, f, "w2"), func(c *worker.Config) {
+		c.ReconnectGrace = 300 * time.Millisecond
+		// The ping of ghost is answered "no responders" at once; a ping
+		// that times out counts as a stalled, gone holder, which a loaded
+		// machine (several -race packages at once) made of a slow answer
+		// once, taking the run over.
+		c.PingTimeout = 20 * time.Second
+	}))
 
 	// While ghost is announced (kept fresh here, as its refreshes would),
 	// every delivery is left to it.
