@@ -385,13 +385,18 @@ func (p *JetStreamPublisher) publishMsg(ctx context.Context, m *nats.Msg, within
 
 // arm returns the wait's timer (a sync wait's, kept with it in the pool)
 // set to fire after d. The caller stops it.
-func (w *ackWait) arm(d time.Duration) *time.Timer {
-	if w.timer == nil {
-		w.timer = time.NewTimer(d)
+func (w *ackWait) arm(d time.Duration) *time.Timer { return rearm(&w.timer, d) }
+
+// rearm sets the timer *t to fire after d, making it on first use, and
+// returns it: a timer kept for reuse (stopped by its user after each
+// wait; since Go 1.23 a Reset leaves no stale tick in its channel).
+func rearm(t **time.Timer, d time.Duration) *time.Timer {
+	if *t == nil {
+		*t = time.NewTimer(d)
 	} else {
-		w.timer.Reset(d)
+		(*t).Reset(d)
 	}
-	return w.timer
+	return *t
 }
 
 // request sends m once and waits for its reply on w, until ctx ends or

@@ -551,14 +551,7 @@ func (r *RunPublisher) settled(ctx context.Context, pe *pendingEvent) error {
 
 // timerFor returns the publisher's timer, set to fire after d. The caller
 // stops it. Lock held.
-func (r *RunPublisher) timerFor(d time.Duration) *time.Timer {
-	if r.timer == nil {
-		r.timer = time.NewTimer(d)
-	} else {
-		r.timer.Reset(d)
-	}
-	return r.timer
-}
+func (r *RunPublisher) timerFor(d time.Duration) *time.Timer { return rearm(&r.timer, d) }
 
 // repair publishes every pending event again, synchronously and in seq
 // order, after the oldest one failed. Events that were stored after all

@@ -75,13 +75,7 @@ func encodeHead(enc *msgpack.Encoder, h *loop.RunHead) error {
 	w := recWriter{enc: enc}
 	w.mapLen(n)
 	w.str("agent_name", h.Agent)
-	w.key("usage")
-	w.mapLen(5)
-	w.int64("input_tokens", h.Usage.InputTokens)
-	w.int64("output_tokens", h.Usage.OutputTokens)
-	w.int64("cache_read_tokens", h.Usage.CacheReadTokens)
-	w.int64("cache_write_tokens", h.Usage.CacheWriteTokens)
-	w.int64("total_tokens", h.Usage.TotalTokens)
+	w.usage(&h.Usage)
 	w.int("turns", int64(h.Turns))
 	w.str("status", string(h.Status))
 	if !outputEmpty {

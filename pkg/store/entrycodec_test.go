@@ -84,15 +84,7 @@ func TestEntryCodecKnowsEveryField(t *testing.T) {
 // checkpoints).
 func TestHeadCodecKnowsEveryField(t *testing.T) {
 	t.Parallel()
-	tags := func(v any) []string {
-		var out []string
-		typ := reflect.TypeOf(v)
-		for i := range typ.NumField() {
-			tag, _, _ := strings.Cut(typ.Field(i).Tag.Get("msgpack"), ",")
-			out = append(out, tag)
-		}
-		return out
-	}
+	tags := msgpackTags
 	require.Equal(t, []string{"agent_name", "usage", "turns", "status", "output", "error", "last_input_tokens", "context_state", "updated_at"},
 		tags(loop.RunHead{}), "loop.RunHead's fields changed: make encodeHead (entrycodec.go) write them, in declaration order")
 	require.Equal(t, []string{"input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "total_tokens"},

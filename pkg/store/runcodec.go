@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/lovia-fleet/lovia/pkg/loop"
 )
 
 // EncodeMsgpack writes a run record as the reflective encoder does (a map
@@ -58,14 +60,7 @@ func (r *RunRecord) EncodeMsgpack(enc *msgpack.Encoder) error {
 		w.value("result", r.Result)
 	}
 	if hasUsage {
-		w.key("usage")
-		w.mapLen(5)
-		// int64 fields are not compacted, unlike int ones.
-		w.int64("input_tokens", r.Usage.InputTokens)
-		w.int64("output_tokens", r.Usage.OutputTokens)
-		w.int64("cache_read_tokens", r.Usage.CacheReadTokens)
-		w.int64("cache_write_tokens", r.Usage.CacheWriteTokens)
-		w.int64("total_tokens", r.Usage.TotalTokens)
+		w.usage(r.Usage)
 	}
 	w.optStr("final_agent", r.FinalAgent)
 	if r.FinishReason != nil {
@@ -202,6 +197,18 @@ func (w *recWriter) optInt(k string, v int64) {
 	if v != 0 {
 		w.int(k, v)
 	}
+}
+
+// usage writes a usage field as the reflective encoder writes a
+// loop.Usage (int64 fields are not compacted, unlike int ones).
+func (w *recWriter) usage(u *loop.Usage) {
+	w.key("usage")
+	w.mapLen(5)
+	w.int64("input_tokens", u.InputTokens)
+	w.int64("output_tokens", u.OutputTokens)
+	w.int64("cache_read_tokens", u.CacheReadTokens)
+	w.int64("cache_write_tokens", u.CacheWriteTokens)
+	w.int64("total_tokens", u.TotalTokens)
 }
 
 func (w *recWriter) time(k string, t time.Time) {

@@ -72,15 +72,7 @@ func TestRunRecordEncodingMatchesReflection(t *testing.T) {
 // run index).
 func TestRunRecordCodecKnowsEveryField(t *testing.T) {
 	t.Parallel()
-	tags := func(v any) []string {
-		var out []string
-		typ := reflect.TypeOf(v)
-		for i := range typ.NumField() {
-			tag, _, _ := strings.Cut(typ.Field(i).Tag.Get("msgpack"), ",")
-			out = append(out, tag)
-		}
-		return out
-	}
+	tags := msgpackTags
 	require.Equal(t, []string{"run_id", "agent", "session_id", "parent_run_id", "status", "worker", "attempt", "turns",
 		"result", "usage", "final_agent", "finish_reason", "submissions", "request_seq", "quiet", "requeues", "parked",
 		"wakes", "attempts", "attempts_dropped", "registry_revision", "error", "metadata", "created_at", "updated_at",
@@ -105,4 +97,17 @@ func TestRunRecordEncodingAllocations(t *testing.T) {
 	reflective := testing.AllocsPerRun(100, func() { _, _ = marshal(&ref) })
 	t.Logf("allocations: %.0f (reflective %.0f)", custom, reflective)
 	require.LessOrEqual(t, custom, 8.0, "the record codec allocates (reflective: %.0f)", reflective) // 4, and the encoder pool under -race
+}
+
+// msgpackTags lists the msgpack names of v's fields, in declaration
+// order: the codec tests compare them with what the hand-written encoders
+// write.
+func msgpackTags(v any) []string {
+	var out []string
+	typ := reflect.TypeOf(v)
+	for i := range typ.NumField() {
+		tag, _, _ := strings.Cut(typ.Field(i).Tag.Get("msgpack"), ",")
+		out = append(out, tag)
+	}
+	return out
 }
