@@ -33,5 +33,7 @@ for i in $(seq 1 "$PAIRS"); do
 	pub_ratios+=("$pub_ratio")
 	printf '%-5s %11s %11s %7s %11s %7s %9s %9s %9s\n' "$i" "$raw" "$api" "$api_ratio" "$pub" "$pub_ratio" "$rawa" "$apia" "$puba"
 done
-printf 'ratio fleet/raw over %s rounds, submitted through the API (BenchmarkFleetRuns): %s\n' "$PAIRS" "$(printf '%s\n' "${api_ratios[@]}" | sort -n | tr '\n' ' ')"
-printf 'ratio fleet/raw over %s rounds, submitted by raw publish (BenchmarkFleetRawSubmit): %s\n' "$PAIRS" "$(printf '%s\n' "${pub_ratios[@]}" | sort -n | tr '\n' ' ')"
+# sorted and median: the rounds swing on this kind of machine, compare medians.
+summary() { printf '%s\n' "$@" | sort -n | awk '{v[NR]=$1; s=s $1 " "} END {m=(NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2; printf "%s(median %.2f)", s, m}'; }
+printf 'ratio fleet/raw over %s rounds, submitted through the API (BenchmarkFleetRuns): %s\n' "$PAIRS" "$(summary "${api_ratios[@]}")"
+printf 'ratio fleet/raw over %s rounds, submitted by raw publish (BenchmarkFleetRawSubmit): %s\n' "$PAIRS" "$(summary "${pub_ratios[@]}")"
