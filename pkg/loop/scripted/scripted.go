@@ -92,9 +92,16 @@ type Provider struct {
 	mu       sync.Mutex
 	next     int
 	attempts map[int]int
+	// requests are the last maxRecorded requests received, a ring whose
+	// oldest is at reqStart once it is full.
 	requests []loop.ModelRequest
+	reqStart int
 	calls    int
 }
+
+// maxRecorded bounds the requests a provider keeps: a scripted agent in a
+// long-lived worker must not keep every request of every run it served.
+const maxRecorded = 1024
 
 // New returns a provider for steps.
 func New(steps []Step, opts ...Option) *Provider {
@@ -140,13 +147,28 @@ func (p *Provider) Calls() int {
 	return p.calls
 }
 
-// Requests returns a copy of every request received, in order.
+// Requests returns a copy of the requests received, in order: every one
+// of them, or the last 1,024 once more came.
 func (p *Provider) Requests() []loop.ModelRequest {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]loop.ModelRequest, len(p.requests))
-	copy(out, p.requests)
-	return out
+	out := make([]loop.ModelRequest, 0, len(p.requests))
+	out = append(out, p.requests[p.reqStart:]...)
+	return append(out, p.requests[:p.reqStart]...)
+}
+
+// record keeps a copy of req (p.mu held).
+func (p *Provider) record(req *loop.ModelRequest) {
+	r := loop.ModelRequest{
+		Entries: append([]loop.Entry(nil), req.Entries...), Tools: req.Tools,
+		ResponseFormat: req.ResponseFormat, Settings: req.Settings,
+	}
+	if len(p.requests) < maxRecorded {
+		p.requests = append(p.requests, r)
+		return
+	}
+	p.requests[p.reqStart] = r
+	p.reqStart = (p.reqStart + 1) % maxRecorded
 }
 
 // ModelTurns counts the model turns in entries: runs of consecutive
@@ -175,10 +197,7 @@ func (p *Provider) Stream(ctx context.Context, req *loop.ModelRequest, emit func
 	p.mu.Lock()
 	p.calls++
 	if !p.noRecord {
-		p.requests = append(p.requests, loop.ModelRequest{
-			Entries: append([]loop.Entry(nil), req.Entries...), Tools: req.Tools,
-			ResponseFormat: req.ResponseFormat, Settings: req.Settings,
-		})
+		p.record(req)
 	}
 	idx := p.next
 	if !p.sequential {
