@@ -165,18 +165,19 @@ func (w *Worker) claim(ctx context.Context, d *delivery, req *bus.RunRequest, ru
 		if err != nil {
 			break
 		}
-		if _, _, err := lifecycle.ClaimRun(e.Record, c); err != nil {
-			// Refused for good (another request of the run is running
-			// it: a duplicate raw publish, one racing the API's): say so
-			// now. The whole path would say the same after reading the
-			// checkpoint and the last event, by when the other request may
-			// have ended the run — and a raw publish of an ended run is a
-			// new submission of it.
-			if v, refused := refusedClaim(d, runID, c, err); refused {
-				return nil, v
-			}
-		}
 		if e.Record.Attempt != 0 || e.Record.Status != store.RunQueued {
+			// Claimed before. Refused for good (another request of the
+			// run is running it: a duplicate raw publish, one racing the
+			// API's)? Say so now: the whole path would say the same after
+			// reading the checkpoint and the last event, by when the other
+			// request may have ended the run — and a raw publish of an
+			// ended run is a new submission of it. (A never-claimed
+			// record's refusal comes from claimOn's own transition.)
+			if _, _, err := lifecycle.ClaimRun(e.Record, c); err != nil {
+				if v, refused := refusedClaim(d, runID, c, err); refused {
+					return nil, v
+				}
+			}
 			break
 		}
 		x, v, err := w.claimOn(ctx, d, req, runID, enc, ag, ar, c, e)
