@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # bench-fleet: the fleet's throughput against the broker's bound, measured
-# side by side. BenchmarkRawMix (a plain client doing only the messages a
-# run needs), BenchmarkFleetRuns (the fleet doing those runs, submitted
-# through the NATS API) and BenchmarkFleetRawSubmit (the same, submitted by
-# a raw JetStream publish as the raw mix submits) run alternately, PAIRS
-# times, from one test binary on this machine, and each round's ratios
-# fleet/raw are printed: the comparison never spans two machines or two
-# moments.
+# side by side. Four benchmarks of one test binary run alternately, PAIRS
+# rounds, on this machine, and each round's ratios fleet/raw are printed:
+# the comparison never spans two machines or two moments.
+#
+#   BenchmarkRawMix          a plain client doing only the messages a run
+#                            needs, submitting by JetStream publish
+#   BenchmarkRawMixAPI       the same, each run submitted through a plain
+#                            responder doing what the API does (request,
+#                            record create, request publish, reply)
+#   BenchmarkFleetRuns       the fleet, submitted through the NATS API
+#   BenchmarkFleetRawSubmit  the fleet, submitted by raw publish
+#
+# Ratios: api/raw (the issue's first comparison: the fleet through the API
+# against the raw mix without one), api/rawapi (the same messages on both
+# sides: through an API) and pub/raw (the same: by raw publish).
 #
 #   PAIRS=5 RUNS=2000 ./scripts/bench-fleet.sh
 set -euo pipefail
@@ -18,22 +26,25 @@ trap 'rm -rf "$tmp"' EXIT
 $GO test -c -o "$tmp/worker.test" ./pkg/worker/
 bench() { # name -> "runs/s allocs/op B/op"
 	"$tmp/worker.test" -test.run '^$' -test.bench "^$1\$" -test.benchtime "${RUNS}x" -test.benchmem |
-		awk -v n="$1" '$1 ~ "^"n {for (i=2;i<=NF;i++){if($(i)=="runs/s")r=$(i-1); if($(i)=="allocs/op")a=$(i-1); if($(i)=="B/op")m=$(i-1)}} END {if (r=="") exit 1; print r, a, m}'
+		awk -v n="$1" '$1 ~ "^"n"-" {for (i=2;i<=NF;i++){if($(i)=="runs/s")r=$(i-1); if($(i)=="allocs/op")a=$(i-1); if($(i)=="B/op")m=$(i-1)}} END {if (r=="") exit 1; print r, a, m}'
 }
-printf '%-5s %11s %11s %7s %11s %7s %9s %9s %9s\n' pair raw_runs/s api_runs/s api/raw pub_runs/s pub/raw raw_alloc api_alloc pub_alloc
+ratio() { awk -v f="$1" -v r="$2" 'BEGIN {printf "%.2f", f/r}'; }
+printf '%-5s %9s %9s %9s %9s %8s %10s %8s %9s %9s\n' round raw_run/s rawapi/s api_run/s pub_run/s api/raw api/rawapi pub/raw api_alloc pub_alloc
 api_ratios=()
+like_ratios=()
 pub_ratios=()
 for i in $(seq 1 "$PAIRS"); do
-	read -r raw rawa _ < <(bench BenchmarkRawMix)
+	read -r raw _ _ < <(bench BenchmarkRawMix)
+	read -r rawapi _ _ < <(bench BenchmarkRawMixAPI)
 	read -r api apia _ < <(bench BenchmarkFleetRuns)
 	read -r pub puba _ < <(bench BenchmarkFleetRawSubmit)
-	api_ratio=$(awk -v f="$api" -v r="$raw" 'BEGIN {printf "%.2f", f/r}')
-	pub_ratio=$(awk -v f="$pub" -v r="$raw" 'BEGIN {printf "%.2f", f/r}')
-	api_ratios+=("$api_ratio")
-	pub_ratios+=("$pub_ratio")
-	printf '%-5s %11s %11s %7s %11s %7s %9s %9s %9s\n' "$i" "$raw" "$api" "$api_ratio" "$pub" "$pub_ratio" "$rawa" "$apia" "$puba"
+	api_ratios+=("$(ratio "$api" "$raw")")
+	like_ratios+=("$(ratio "$api" "$rawapi")")
+	pub_ratios+=("$(ratio "$pub" "$raw")")
+	printf '%-5s %9s %9s %9s %9s %8s %10s %8s %9s %9s\n' "$i" "$raw" "$rawapi" "$api" "$pub" "${api_ratios[-1]}" "${like_ratios[-1]}" "${pub_ratios[-1]}" "$apia" "$puba"
 done
 # sorted and median: the rounds swing on this kind of machine, compare medians.
 summary() { printf '%s\n' "$@" | sort -n | awk '{v[NR]=$1; s=s $1 " "} END {m=(NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2; printf "%s(median %.2f)", s, m}'; }
-printf 'ratio fleet/raw over %s rounds, submitted through the API (BenchmarkFleetRuns): %s\n' "$PAIRS" "$(summary "${api_ratios[@]}")"
-printf 'ratio fleet/raw over %s rounds, submitted by raw publish (BenchmarkFleetRawSubmit): %s\n' "$PAIRS" "$(summary "${pub_ratios[@]}")"
+printf 'over %s rounds, fleet through the API / raw mix (BenchmarkFleetRuns / BenchmarkRawMix): %s\n' "$PAIRS" "$(summary "${api_ratios[@]}")"
+printf 'over %s rounds, through an API on both sides (BenchmarkFleetRuns / BenchmarkRawMixAPI): %s\n' "$PAIRS" "$(summary "${like_ratios[@]}")"
+printf 'over %s rounds, by raw publish on both sides (BenchmarkFleetRawSubmit / BenchmarkRawMix): %s\n' "$PAIRS" "$(summary "${pub_ratios[@]}")"

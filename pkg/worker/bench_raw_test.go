@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -34,6 +35,75 @@ const (
 // same embedded server, file storage). `make bench-fleet` runs it and
 // BenchmarkFleetRuns alternately and prints their ratio.
 func BenchmarkRawMix(b *testing.B) {
+	benchRawMix(b, func(m *rawMix) rawSubmit {
+		return func(ctx context.Context, id string) error {
+			_, err := m.cjs.Publish(ctx, m.submit, m.request, jetstream.WithMsgID(id))
+			return err
+		}
+	})
+}
+
+// BenchmarkRawMixAPI is BenchmarkRawMix with each run submitted as the
+// fleet's API submits it, by a plain responder: the client's request to
+// the responder (on the client's connection, as in fleettest), the run
+// record's create in the runs bucket, the request's publish into the
+// runs stream, and the reply — the messages an API-submitted run
+// (BenchmarkFleetRuns) needs on top of BenchmarkRawMix's. The responder
+// serves each request on a goroutine of its own, as service.Service does.
+func BenchmarkRawMixAPI(b *testing.B) {
+	benchRawMix(b, func(m *rawMix) rawSubmit {
+		record := make([]byte, 190) // a queued run record
+		reply := make([]byte, 130)  // a submit reply
+		const subject = "rawmix.api.submit"
+		sub, err := m.f.Conn.QueueSubscribe(subject, "rawmix", func(msg *nats.Msg) {
+			go func() {
+				ctx := context.Background()
+				id := string(msg.Data)
+				if _, err := m.runs.Create(ctx, id+".rec", record); err != nil {
+					_ = msg.Respond([]byte("error: " + err.Error()))
+					return
+				}
+				if _, err := m.cjs.Publish(ctx, m.submit, m.request, jetstream.WithMsgID(id)); err != nil {
+					_ = msg.Respond([]byte("error: " + err.Error()))
+					return
+				}
+				_ = msg.Respond(reply)
+			}()
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = sub.Unsubscribe() })
+		return func(ctx context.Context, id string) error {
+			rep, err := m.f.Conn.RequestWithContext(ctx, subject, []byte(id))
+			if err != nil {
+				return err
+			}
+			if len(rep.Data) != len(reply) {
+				return fmt.Errorf("submit %s: %s", id, rep.Data)
+			}
+			return nil
+		}
+	})
+}
+
+// rawMix is what a raw mix's runs share: the fleet (its server and the
+// submitter's connection), the worker's connection and the buckets.
+type rawMix struct {
+	f                              *fleettest.Fleet
+	cjs, wjs                       jetstream.JetStream
+	cons                           jetstream.Consumer
+	ckpt, runs                     jetstream.KeyValue
+	submit                         string
+	request, event, checkpoint, st []byte
+}
+
+// rawSubmit puts the run id into the runs stream.
+type rawSubmit func(ctx context.Context, id string) error
+
+// benchRawMix runs b.N raw runs, rawMixInFlight at a time, each submitted
+// by the function submitter returns.
+func benchRawMix(b *testing.B, submitter func(*rawMix) rawSubmit) {
 	f := fleettest.Start(b, fleettest.Options{AgentsYAML: fleetAgents, Workers: -1})
 	ctx := context.Background()
 	if err := bus.ProvisionAgents(ctx, f.JS, bus.ProvisionConfig{}, []string{"calc"}, false); err != nil {
@@ -44,32 +114,30 @@ func BenchmarkRawMix(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cons, err := f.JS.Consumer(ctx, names.RunsStream(), cname)
-	if err != nil {
+	m := &rawMix{f: f, cjs: f.JS,
+		event:      make([]byte, 180), // about a scripted run's event
+		checkpoint: make([]byte, 600), // a model turn's entries and head
+		st:         make([]byte, 300), // a run record
+		request:    make([]byte, 120), // a run request
+	}
+	if m.cons, err = f.JS.Consumer(ctx, names.RunsStream(), cname); err != nil {
 		b.Fatal(err)
 	}
-	submit, err := names.Submit("calc")
-	if err != nil {
+	if m.submit, err = names.Submit("calc"); err != nil {
 		b.Fatal(err)
 	}
 	// The submitter and the worker each have a connection, like the
 	// fleet's client and workers.
-	wjs, err := jetstream.New(f.Connect())
-	if err != nil {
+	if m.wjs, err = jetstream.New(f.Connect()); err != nil {
 		b.Fatal(err)
 	}
-	ckpt, err := wjs.KeyValue(ctx, store.DefaultCheckpointBucket)
-	if err != nil {
+	if m.ckpt, err = m.wjs.KeyValue(ctx, store.DefaultCheckpointBucket); err != nil {
 		b.Fatal(err)
 	}
-	runs, err := wjs.KeyValue(ctx, store.DefaultRunBucket)
-	if err != nil {
+	if m.runs, err = m.wjs.KeyValue(ctx, store.DefaultRunBucket); err != nil {
 		b.Fatal(err)
 	}
-	event := make([]byte, 180)      // about a scripted run's event
-	checkpoint := make([]byte, 600) // a model turn's entries and head
-	status := make([]byte, 300)     // a run record
-	request := make([]byte, 120)    // a run request
+	submit := submitter(m)
 	b.ReportAllocs()
 	b.ResetTimer()
 	sys := reportSyscalls(b)
@@ -83,7 +151,11 @@ func BenchmarkRawMix(b *testing.B) {
 					return
 				}
 				id := "raw-" + strconv.FormatInt(n, 10)
-				if err := rawMixRun(ctx, f.JS, wjs, cons, ckpt, runs, submit, id, request, event, checkpoint, status); err != nil {
+				if err := submit(ctx, id); err != nil {
+					b.Error(err)
+					return
+				}
+				if err := m.run(ctx, id); err != nil {
 					b.Error(err)
 					return
 				}
@@ -96,41 +168,37 @@ func BenchmarkRawMix(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "runs/s")
 }
 
-// rawMixRun is one run's messages: submit, fetch, events, checkpoints,
+// run is one submitted run's messages: fetch, events, checkpoints,
 // status, ack.
-func rawMixRun(ctx context.Context, cjs, wjs jetstream.JetStream, cons jetstream.Consumer, ckpt, runs jetstream.KeyValue,
-	submit, id string, request, event, checkpoint, status []byte) error {
-	if _, err := cjs.Publish(ctx, submit, request, jetstream.WithMsgID(id)); err != nil {
-		return err
-	}
-	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(10*time.Second))
+func (m *rawMix) run(ctx context.Context, id string) error {
+	batch, err := m.cons.Fetch(1, jetstream.FetchMaxWait(10*time.Second))
 	if err != nil {
 		return err
 	}
-	var msg jetstream.Msg
-	for m := range batch.Messages() {
-		msg = m
+	var req jetstream.Msg
+	for got := range batch.Messages() {
+		req = got
 	}
-	if msg == nil {
+	if req == nil {
 		return batch.Error()
 	}
 	subject := "lovia.events." + id
 	futs := make([]jetstream.PubAckFuture, 0, rawMixEvents)
 	for seq := 1; seq <= rawMixEvents; seq++ {
-		m := &nats.Msg{Subject: subject, Data: event, Header: nats.Header{jetstream.MsgIDHeader: {id + "." + strconv.Itoa(seq)}}}
-		fut, err := wjs.PublishMsgAsync(m)
+		ev := &nats.Msg{Subject: subject, Data: m.event, Header: nats.Header{jetstream.MsgIDHeader: {id + "." + strconv.Itoa(seq)}}}
+		fut, err := m.wjs.PublishMsgAsync(ev)
 		if err != nil {
 			return err
 		}
 		futs = append(futs, fut)
 		if seq == 5 || seq == 10 {
 			// A checkpoint per model turn, between the turn's events.
-			if _, err := ckpt.Put(ctx, id+".c."+strconv.Itoa(seq), checkpoint); err != nil {
+			if _, err := m.ckpt.Put(ctx, id+".c."+strconv.Itoa(seq), m.checkpoint); err != nil {
 				return err
 			}
 		}
 	}
-	if _, err := runs.Put(ctx, id+".rec", status); err != nil {
+	if _, err := m.runs.Put(ctx, id+".rec", m.st); err != nil {
 		return err
 	}
 	for _, fut := range futs {
@@ -142,5 +210,5 @@ func rawMixRun(ctx context.Context, cjs, wjs jetstream.JetStream, cons jetstream
 			return ctx.Err()
 		}
 	}
-	return msg.DoubleAck(ctx)
+	return req.DoubleAck(ctx)
 }
