@@ -30,7 +30,8 @@ unit:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
-## bench-fleet: BenchmarkRawMix (the broker's bound), BenchmarkFleetRuns
+## bench-fleet: BenchmarkRawMix and BenchmarkRawMixAPI (the broker's bound,
+## submitted by publish and through a plain responder), BenchmarkFleetRuns
 ## (through the API) and BenchmarkFleetRawSubmit (by raw publish)
 ## alternately, PAIRS times (default 5), with each round's ratios fleet/raw
 bench-fleet:

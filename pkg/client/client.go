@@ -81,10 +81,9 @@ const minTry = time.Second
 // sent once: when their reply is lost, their effect may have happened (read
 // the run's status).
 func (c *Client) request(ctx context.Context, subject string, body any, out bus.Control, retry bool) error {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
-		defer cancel()
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(c.opts.Timeout)
 	}
 	data, err := bus.Marshal(c.opts.Encoding, body)
 	if err != nil {
@@ -93,22 +92,44 @@ func (c *Client) request(ctx context.Context, subject string, body any, out bus.
 	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{bus.HeaderContentType: []string{c.opts.Encoding.ContentType()}}}
 	bus.InjectTrace(ctx, msg.Header) // the caller's trace, if any (docs/protocol.md#trace-context)
 	for {
-		try, cancel := ctx, context.CancelFunc(func() {})
-		if dl, _ := ctx.Deadline(); retry && time.Until(dl) >= 2*minTry {
-			try, cancel = context.WithTimeout(ctx, time.Until(dl)/2)
+		wait := time.Until(deadline)
+		half := retry && wait >= 2*minTry
+		if half {
+			wait /= 2
 		}
-		rep, err := c.nc.RequestMsgWithContext(try, msg)
-		cancel()
+		rep, err := c.send(ctx, msg, wait)
 		switch {
 		case err == nil:
 			return bus.DecodeReply(rep.Header, rep.Data, out)
 		case errors.Is(err, nats.ErrNoResponders):
 			return fmt.Errorf("%s: no worker or gateway is serving the lovia API (start `lovia worker` or `lovia dev`): %w", subject, err)
-		case try != ctx && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+		case half && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
 			continue // this try's time is up, not the caller's: send it again
 		}
 		return fmt.Errorf("%s: %w", subject, err)
 	}
+}
+
+// send is one try of a request: msg, and its reply within wait (or until
+// ctx ends). A try whose reply does not come in time fails with an error
+// matching context.DeadlineExceeded.
+func (c *Client) send(ctx context.Context, msg *nats.Msg, wait time.Duration) (*nats.Msg, error) {
+	if wait <= 0 {
+		return nil, context.DeadlineExceeded
+	}
+	if ctx.Done() == nil {
+		// A context that cannot end (context.Background): the
+		// connection's pooled timer bounds the wait, not a context of
+		// its own (two timers and two contexts a request).
+		rep, err := c.nc.RequestMsg(msg, wait)
+		if errors.Is(err, nats.ErrTimeout) {
+			err = fmt.Errorf("%w (%w)", context.DeadlineExceeded, err)
+		}
+		return rep, err
+	}
+	try, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	return c.nc.RequestMsgWithContext(try, msg)
 }
 
 func (c *Client) runSubject(runID string, op bus.RunOp) (string, error) {
