@@ -17,9 +17,10 @@ import (
 )
 
 // BenchmarkSubmit is one submit through the NATS API (the client's
-// request, the service's validation, the index record, the publish to the
-// runs stream, the record of the request's sequence, the reply) on an
-// embedded server, with no worker claiming.
+// request, the service's validation, the index record's create, the
+// publish to the runs stream, the reply) on an embedded server, with no
+// worker claiming. A first submission writes no request sequence: its
+// claim records it.
 func BenchmarkSubmit(b *testing.B) {
 	ctx := context.Background()
 	dir := b.TempDir()
