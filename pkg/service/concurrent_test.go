@@ -24,26 +24,13 @@ func TestRequestsServedConcurrently(t *testing.T) {
 	ctx := context.Background()
 	api := oneRunAPI(t)
 	svc := New(api)
-	started, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	svc.serving = func(subject string) {
-		if !strings.HasSuffix(subject, ".status") {
-			return
-		}
-		held := false
-		once.Do(func() { held = true })
-		if held {
-			close(started)
-			<-release
-		}
-	}
-	var unheld sync.Once
-	unhold := func() { unheld.Do(func() { close(release) }) }
-	require.NoError(t, svc.Start(ctx))
-	t.Cleanup(func() {
-		unhold()
-		_ = svc.Stop(ctx)
-	})
+	started := make(chan struct{})
+	unhold := startHolding(t, svc, func(subject string) bool { return strings.HasSuffix(subject, ".status") },
+		func(_ string, held bool) {
+			if held {
+				close(started)
+			}
+		})
 	cl, err := client.New(api.cfg.Conn, client.Options{Timeout: 20 * time.Second})
 	require.NoError(t, err)
 
@@ -73,28 +60,11 @@ func TestRequestsServedConcurrently(t *testing.T) {
 // the run in that order), while another run's are served meanwhile.
 func TestRunRequestsServedInOrder(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	api := oneRunAPI(t)
 	svc := New(api)
-	started, release := make(chan string, 8), make(chan struct{})
-	var once sync.Once
-	svc.serving = func(subject string) {
-		started <- subject
-		if strings.Contains(subject, ".run.r1.") {
-			held := false
-			once.Do(func() { held = true })
-			if held {
-				<-release
-			}
-		}
-	}
-	var unheld sync.Once
-	unhold := func() { unheld.Do(func() { close(release) }) }
-	require.NoError(t, svc.Start(ctx))
-	t.Cleanup(func() {
-		unhold()
-		_ = svc.Stop(ctx)
-	})
+	started := make(chan string, 8)
+	unhold := startHolding(t, svc, func(subject string) bool { return strings.Contains(subject, ".run.r1.") },
+		func(subject string, _ bool) { started <- subject })
 	nc := api.cfg.Conn
 	ask := func(subject string) chan *nats.Msg {
 		reply := make(chan *nats.Msg, 1)
@@ -141,4 +111,31 @@ func TestRunRequestsServedInOrder(t *testing.T) {
 			t.Fatal("an r1 status was not answered within 10s")
 		}
 	}
+}
+
+// startHolding starts svc, holding the first request whose subject held
+// matches until the returned unhold is called (at cleanup at the latest).
+// served, called as each request starts, learns whether it is the held one.
+func startHolding(t *testing.T, svc *Service, held func(subject string) bool, served func(subject string, held bool)) (unhold func()) {
+	t.Helper()
+	release := make(chan struct{})
+	var first sync.Once
+	svc.serving = func(subject string) {
+		hold := false
+		if held(subject) {
+			first.Do(func() { hold = true })
+		}
+		served(subject, hold)
+		if hold {
+			<-release
+		}
+	}
+	var unheld sync.Once
+	unhold = func() { unheld.Do(func() { close(release) }) }
+	require.NoError(t, svc.Start(context.Background()))
+	t.Cleanup(func() {
+		unhold()
+		_ = svc.Stop(context.Background())
+	})
+	return unhold
 }
