@@ -241,6 +241,15 @@ func quietSubject(t *testing.T, nc *nats.Conn, subj string) {
 	require.NoError(t, nc.Flush())
 }
 
+// quietPublisher is a publisher on a server of its own where subject q.1
+// has a subscriber that never answers: a publish to it gets no ack.
+func quietPublisher(t *testing.T) (*nats.Conn, *bus.JetStreamPublisher) {
+	t.Helper()
+	nc := jsServer(t, "")
+	quietSubject(t, nc, "q.1")
+	return nc, bus.NewJetStreamPublisher(nc)
+}
+
 func TestJetStreamPublisherAsync(t *testing.T) {
 	t.Parallel()
 
@@ -263,9 +272,7 @@ func TestJetStreamPublisherAsync(t *testing.T) {
 
 	t.Run("a reconnect fails the acks it may have lost", func(t *testing.T) {
 		t.Parallel()
-		nc := jsServer(t, "")
-		quietSubject(t, nc, "q.1")
-		jsp := bus.NewJetStreamPublisher(nc)
+		nc, jsp := quietPublisher(t)
 		w, err := bus.PublishAsyncForTest(jsp, &nats.Msg{Subject: "q.1"}, time.Second)
 		require.NoError(t, err)
 		require.NoError(t, nc.ForceReconnect())
@@ -279,9 +286,7 @@ func TestJetStreamPublisherAsync(t *testing.T) {
 
 	t.Run("a closed connection fails every wait", func(t *testing.T) {
 		t.Parallel()
-		nc := jsServer(t, "")
-		quietSubject(t, nc, "q.1")
-		jsp := bus.NewJetStreamPublisher(nc)
+		nc, jsp := quietPublisher(t)
 		w, err := bus.PublishAsyncForTest(jsp, &nats.Msg{Subject: "q.1"}, time.Second)
 		require.NoError(t, err)
 		syncErr := make(chan error, 1)
@@ -310,9 +315,7 @@ func TestJetStreamPublisherAsync(t *testing.T) {
 
 	t.Run("too many awaiting acks stall a publish", func(t *testing.T) {
 		t.Parallel()
-		nc := jsServer(t, "")
-		quietSubject(t, nc, "q.1")
-		jsp := bus.NewJetStreamPublisher(nc)
+		_, jsp := quietPublisher(t)
 		var first *bus.AsyncWaitForTest
 		for i := range bus.MaxAsyncPendingForTest {
 			w, err := bus.PublishAsyncForTest(jsp, &nats.Msg{Subject: "q.1"}, time.Second)
@@ -345,9 +348,7 @@ func TestJetStreamPublisherAsync(t *testing.T) {
 
 	t.Run("a sync publish that times out is forgotten", func(t *testing.T) {
 		t.Parallel()
-		nc := jsServer(t, "")
-		quietSubject(t, nc, "q.1")
-		jsp := bus.NewJetStreamPublisher(nc)
+		_, jsp := quietPublisher(t)
 		ctx, cancel := context.WithTimeout(ctxT(t), 50*time.Millisecond)
 		defer cancel()
 		_, err := jsp.PublishMsg(ctx, &nats.Msg{Subject: "q.1"})
