@@ -35,12 +35,7 @@ const (
 // same embedded server, file storage). `make bench-fleet` runs it and
 // BenchmarkFleetRuns alternately and prints their ratio.
 func BenchmarkRawMix(b *testing.B) {
-	benchRawMix(b, func(m *rawMix) rawSubmit {
-		return func(ctx context.Context, id string) error {
-			_, err := m.cjs.Publish(ctx, m.submit, m.request, jetstream.WithMsgID(id))
-			return err
-		}
-	})
+	benchRawMix(b, func(m *rawMix) rawSubmit { return m.publish })
 }
 
 // BenchmarkRawMixAPI is BenchmarkRawMix with each run submitted as the
@@ -59,11 +54,11 @@ func BenchmarkRawMixAPI(b *testing.B) {
 			go func() {
 				ctx := context.Background()
 				id := string(msg.Data)
-				if _, err := m.runs.Create(ctx, id+".rec", record); err != nil {
-					_ = msg.Respond([]byte("error: " + err.Error()))
-					return
+				_, err := m.runs.Create(ctx, id+".rec", record)
+				if err == nil {
+					err = m.publish(ctx, id)
 				}
-				if _, err := m.cjs.Publish(ctx, m.submit, m.request, jetstream.WithMsgID(id)); err != nil {
+				if err != nil {
 					_ = msg.Respond([]byte("error: " + err.Error()))
 					return
 				}
@@ -90,16 +85,23 @@ func BenchmarkRawMixAPI(b *testing.B) {
 // rawMix is what a raw mix's runs share: the fleet (its server and the
 // submitter's connection), the worker's connection and the buckets.
 type rawMix struct {
-	f                              *fleettest.Fleet
-	cjs, wjs                       jetstream.JetStream
-	cons                           jetstream.Consumer
-	ckpt, runs                     jetstream.KeyValue
-	submit                         string
-	request, event, checkpoint, st []byte
+	f                                  *fleettest.Fleet
+	cjs, wjs                           jetstream.JetStream
+	cons                               jetstream.Consumer
+	ckpt, runs                         jetstream.KeyValue
+	submit                             string
+	request, event, checkpoint, status []byte
 }
 
 // rawSubmit puts the run id into the runs stream.
 type rawSubmit func(ctx context.Context, id string) error
+
+// publish puts the run's request into the runs stream, from the
+// submitter's connection.
+func (m *rawMix) publish(ctx context.Context, id string) error {
+	_, err := m.cjs.Publish(ctx, m.submit, m.request, jetstream.WithMsgID(id))
+	return err
+}
 
 // benchRawMix runs b.N raw runs, rawMixInFlight at a time, each submitted
 // by the function submitter returns.
@@ -117,7 +119,7 @@ func benchRawMix(b *testing.B, submitter func(*rawMix) rawSubmit) {
 	m := &rawMix{f: f, cjs: f.JS,
 		event:      make([]byte, 180), // about a scripted run's event
 		checkpoint: make([]byte, 600), // a model turn's entries and head
-		st:         make([]byte, 300), // a run record
+		status:     make([]byte, 300), // a run record
 		request:    make([]byte, 120), // a run request
 	}
 	if m.cons, err = f.JS.Consumer(ctx, names.RunsStream(), cname); err != nil {
@@ -198,7 +200,7 @@ func (m *rawMix) run(ctx context.Context, id string) error {
 			}
 		}
 	}
-	if _, err := m.runs.Put(ctx, id+".rec", m.st); err != nil {
+	if _, err := m.runs.Put(ctx, id+".rec", m.status); err != nil {
 		return err
 	}
 	for _, fut := range futs {
