@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -18,8 +19,9 @@ import (
 // record drops ended runs lazily, so a dead worker's record may list runs
 // it no longer held. The survivor that takes the record releases (NAKs)
 // only the listed runs whose run record still says the dead worker's claim
-// runs them; an ended run's stale entry is left alone, and the record is
-// taken (removed) once.
+// runs them (and, a released run's request being gone, ends it from its
+// terminal event); an ended run's stale entry is left alone, and the
+// record is taken (removed) once.
 func TestDeadWorkersHoldingsReleaseOnlyRunningRuns(t *testing.T) {
 	t.Parallel()
 	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents, Worker: func(c *worker.Config) {
@@ -59,9 +61,19 @@ func TestDeadWorkersHoldingsReleaseOnlyRunningRuns(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("waited 20s for the survivor to release the dead worker's running run")
 	}
+	// The release is recorded in the run index. Its request being gone
+	// (it was acknowledged when the run ended), the survivor's lost-run
+	// check then ends the record from the run's terminal event, perhaps
+	// before this reads it: the history tells the release, not the status.
 	e, err := f.Store.Runs().Get(ctx, held.RunID)
 	require.NoError(t, err)
-	require.Equal(t, store.RunQueued, e.Record.Status, "the release is recorded in the run index: %+v", e.Record)
+	require.True(t, slices.ContainsFunc(e.Record.Attempts, func(a store.Attempt) bool {
+		return a.Kind == store.StepRelease && a.Worker == "w9" && a.Attempt == 7
+	}), "the release is recorded in the run index: %+v", e.Record)
+	require.Eventually(t, func() bool {
+		e, err := f.Store.Runs().Get(ctx, held.RunID)
+		return err == nil && e.Record.Status == store.RunCompleted
+	}, 20*time.Second, 20*time.Millisecond, "waiting for the released run, whose request is gone, to end from its terminal event")
 	require.Eventually(t, func() bool {
 		owned, err := f.Store.Control().Owned(ctx, ended.RunID)
 		return err == nil && !owned
