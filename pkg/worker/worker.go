@@ -56,7 +56,7 @@ type Worker struct {
 	started bool
 	stopped bool
 	active  map[string]*activeRun // by run id
-	slots   chan struct{}
+	slots   *slotPool             // slots.go
 
 	claimCtx   context.Context
 	stopClaim  context.CancelFunc
@@ -96,7 +96,7 @@ func New(cfg Config) (*Worker, error) {
 		cfg: cfg, names: names, m: m,
 		log:    cfg.Logger.With("worker", cfg.ID),
 		active: map[string]*activeRun{},
-		slots:  make(chan struct{}, cfg.Concurrency),
+		slots:  newSlotPool(cfg.Concurrency),
 		pool:   gopool.New(runGoroutineIdle),
 	}
 	w.trace = newWorkerTracing(cfg.Tracing)
@@ -372,73 +372,170 @@ func (w *Worker) teardown(ctx context.Context) {
 // before it ends (see gopool).
 const runGoroutineIdle = 10 * time.Second
 
-// claimLoop fetches runs of one agent from its consumer while there are
-// free slots (the slots are the worker's, shared by its agents).
+// claimLoop fetches runs of one agent from its consumer into the worker's
+// slots, which its agents share. While the agent is idle the loop waits for
+// its next request with a long poll of one that holds no slot: an idle
+// agent never keeps a slot from a busy one (before, each agent's long poll
+// held its share of the slots, and with fewer slots than agents a run
+// waited for the others' polls to expire, FetchTimeout each; see
+// claimNext). Once a delivery says more
+// requests are pending, the loop reserves slots — at least one, then as
+// many as are free up to a fair share — and takes what is there without
+// waiting.
 func (w *Worker) claimLoop(ctx context.Context, agent string, cons jetstream.Consumer) {
 	defer w.claimers.Done()
 	w.loops.Add(1)
 	defer w.loops.Add(-1)
-	for {
-		// At most a fair share of the slots per agent's loop, so one
-		// agent's long poll does not hold the slots another's runs need.
-		share := min(64, max(1, w.cfg.Concurrency/max(1, int(w.loops.Load()))))
-		// Reserve the slots before fetching (at least one, then as many
-		// as are free, up to 64): the claim loops of the worker's agents
-		// share its slots, and a message fetched without one would wait
-		// unheartbeated for its ack wait.
-		select {
-		case w.slots <- struct{}{}:
-		case <-ctx.Done():
-			return
+	backlog := false
+	for ctx.Err() == nil {
+		var err error
+		if backlog {
+			backlog, err = w.claimBacklog(ctx, agent, cons)
+		} else {
+			backlog, err = w.claimNext(ctx, agent, cons)
 		}
-		reserved := 1
-	reserve:
-		for reserved < share {
-			select {
-			case w.slots <- struct{}{}:
-				reserved++
-			default:
-				break reserve
-			}
-		}
-		unreserve := func(n int) {
-			for range n {
-				<-w.slots
-			}
-		}
-		fctx, fcancel := context.WithTimeout(ctx, w.cfg.FetchTimeout)
-		batch, err := cons.Fetch(reserved, jetstream.FetchContext(fctx))
-		if err != nil {
-			fcancel()
-			unreserve(reserved)
-			if ctx.Err() != nil {
-				return
-			}
+		if err != nil && ctx.Err() == nil {
 			w.log.Warn("claim: fetch failed; retrying", "agent", agent, "error", err)
 			select {
 			case <-time.After(w.cfg.FetchRetry):
 			case <-ctx.Done():
-				return
 			}
+		}
+	}
+}
+
+// claimNext waits for the agent's next request. While a slot is free it
+// long-polls for one request without holding a slot (the request takes one
+// when it arrives, or waits for the next, first in line). While none has
+// been free for FetchTimeout — the worker is busy with other runs — it
+// waits in line for a slot and then only looks, without waiting, so that
+// a busy worker serves every agent in turn but never keeps a request that
+// an idle worker could run. It reports whether more requests are pending.
+func (w *Worker) claimNext(ctx context.Context, agent string, cons jetstream.Consumer) (bool, error) {
+	t := time.NewTimer(w.cfg.FetchTimeout)
+	defer t.Stop()
+	var batch jetstream.MessageBatch
+	var err error
+	held := false
+	select {
+	case <-ctx.Done():
+		return false, nil
+	case <-w.slots.roomFree():
+		fctx, cancel := context.WithTimeout(ctx, w.cfg.FetchTimeout)
+		defer cancel()
+		batch, err = cons.Fetch(1, jetstream.FetchContext(fctx))
+	case <-t.C:
+		if w.slots.acquire(ctx, false) != nil {
+			return false, nil
+		}
+		held = true
+		if batch, err = cons.FetchNoWait(1); err != nil {
+			w.slots.release()
+			return false, err
+		}
+	}
+	if err != nil {
+		return false, err
+	}
+	backlog := false
+	for msg := range batch.Messages() {
+		if !held && !w.slots.tryAcquire() && !w.awaitSlot(ctx, msg) {
 			continue
 		}
-		n := 0
-		for msg := range batch.Messages() {
-			if n == reserved { // never: the fetch asked for reserved
+		held = false
+		backlog = pendingAfter(msg)
+		w.dispatch(msg)
+	}
+	if held {
+		w.slots.release()
+	}
+	w.fetchEnded(ctx, agent, batch)
+	return backlog, nil
+}
+
+// claimBacklog reserves slots — one, waiting for it, then as many as are
+// free up to the agent's fair share (at most 64) — and takes as many of
+// the agent's pending requests as there are, without waiting for more. It
+// reports whether more are pending.
+func (w *Worker) claimBacklog(ctx context.Context, agent string, cons jetstream.Consumer) (bool, error) {
+	share := min(64, max(1, w.cfg.Concurrency/max(1, int(w.loops.Load()))))
+	if w.slots.acquire(ctx, false) != nil {
+		return false, nil
+	}
+	reserved := 1
+	for reserved < share && w.slots.tryAcquire() {
+		reserved++
+	}
+	batch, err := cons.FetchNoWait(reserved)
+	if err != nil {
+		w.unreserve(reserved)
+		return false, err
+	}
+	n, backlog := 0, false
+	for msg := range batch.Messages() {
+		if n == reserved { // never: the fetch asked for reserved
+			_ = msg.Nak()
+			continue
+		}
+		n++
+		backlog = pendingAfter(msg)
+		w.dispatch(msg)
+	}
+	w.unreserve(reserved - n)
+	w.fetchEnded(ctx, agent, batch)
+	return backlog, nil
+}
+
+// dispatch executes a fetched request in the slot it holds.
+func (w *Worker) dispatch(msg jetstream.Msg) {
+	w.runs.Add(1)
+	w.pool.Go(func() {
+		defer func() { w.slots.release(); w.runs.Done() }()
+		w.handle(msg)
+	})
+}
+
+func (w *Worker) unreserve(n int) {
+	for range n {
+		w.slots.release()
+	}
+}
+
+// awaitSlot holds a request fetched while no slot was free until one is,
+// its claim kept alive by progress acks meanwhile. When ctx ends first the
+// request is given back (nak) for another worker, and awaitSlot reports
+// false.
+func (w *Worker) awaitSlot(ctx context.Context, msg jetstream.Msg) bool {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	got := make(chan error, 1)
+	go func() { got <- w.slots.acquire(wctx, true) }()
+	beat := time.NewTicker(w.cfg.Heartbeat)
+	defer beat.Stop()
+	for {
+		select {
+		case err := <-got:
+			if err != nil {
 				_ = msg.Nak()
-				continue
+				return false
 			}
-			n++
-			w.runs.Add(1)
-			w.pool.Go(func() {
-				defer func() { <-w.slots; w.runs.Done() }()
-				w.handle(msg)
-			})
+			return true
+		case <-beat.C:
+			_ = msg.InProgress()
 		}
-		fcancel()
-		unreserve(reserved - n)
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			w.log.Debug("claim: fetch ended", "agent", agent, "error", err)
-		}
+	}
+}
+
+// pendingAfter reports whether the agent's consumer had requests pending
+// after msg when it was delivered.
+func pendingAfter(msg jetstream.Msg) bool {
+	meta, err := msg.Metadata()
+	return err == nil && meta.NumPending > 0
+}
+
+// fetchEnded logs how a fetch ended when that was not the usual way.
+func (w *Worker) fetchEnded(ctx context.Context, agent string, batch jetstream.MessageBatch) {
+	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		w.log.Debug("claim: fetch ended", "agent", agent, "error", err)
 	}
 }

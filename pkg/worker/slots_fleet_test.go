@@ -1,0 +1,112 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lovia-fleet/lovia/internal/fleettest"
+	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/loop"
+	"github.com/lovia-fleet/lovia/pkg/worker"
+)
+
+// TestFewerSlotsThanAgents: a worker with one slot and the nine agents of
+// fleetAgents runs a backlog of one agent's runs back to back. Before, each
+// idle agent's long poll held a slot: every run waited for the other
+// agents' polls to expire, a FetchTimeout each (here 20s; a run took about
+// 10s with the default 2s).
+func TestFewerSlotsThanAgents(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents, Worker: func(c *worker.Config) {
+		c.Concurrency = 1
+		c.FetchTimeout = 20 * time.Second
+	}})
+	ctx := context.Background()
+	var ids []string
+	for range 6 {
+		rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "calc", Input: bus.TextInput("What is 12*7?")})
+		require.NoError(t, err)
+		ids = append(ids, rep.RunID)
+	}
+	var last string
+	ok := waitFor(15*time.Second, func() bool {
+		var open []string
+		for _, id := range ids {
+			st, err := f.Client.Status(ctx, id)
+			if err != nil || st.Status != bus.StateCompleted {
+				open = append(open, fmt.Sprintf("%s: %v %v", id, st, err))
+			}
+		}
+		last = strings.Join(open, "; ")
+		return len(open) == 0
+	})
+	require.True(t, ok, "6 runs on one slot not completed within 15s, less than one FetchTimeout (idle agents' polls holding the slot?): %s", last)
+}
+
+// TestRequestWaitingForASlotKeepsItsClaim: a request fetched by an idle
+// agent's long poll (which holds no slot) while the worker's only slot is
+// taken waits for that slot, first in line, and keeps its claim meanwhile
+// with progress acks: though it waits longer than the ack wait, with
+// another worker free to take a redelivery, it is delivered once and runs
+// on its worker after the run that held the slot.
+func TestRequestWaitingForASlotKeepsItsClaim(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents, Worker: func(c *worker.Config) {
+		c.Concurrency = 1
+		c.AckWait, c.Heartbeat = time.Second, 250*time.Millisecond
+		c.SkipProvision = false // sets the consumers' ack wait
+		c.FetchTimeout = 30 * time.Second
+	}})
+	ctx := context.Background()
+	waiting := func(agent string, n int) func() bool {
+		return func() bool {
+			info, err := agentConsumerInfo(ctx, f, agent)
+			return err == nil && info.NumWaiting >= n
+		}
+	}
+	require.True(t, waitFor(10*time.Second, waiting("quick", 1)), "w1 never long-polled for the quick agent")
+	dozing, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "dozer", Input: bus.TextInput("nap")})
+	require.NoError(t, err)
+	waitEvent(t, f, dozing.RunID, loop.EventToolCallStarted, 10*time.Second)
+
+	quick, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "quick", Input: bus.TextInput("hi")})
+	require.NoError(t, err)
+	require.True(t, waitFor(10*time.Second, func() bool {
+		info, err := agentConsumerInfo(ctx, f, "quick")
+		return err == nil && info.NumAckPending == 1
+	}), "w1's poll never took the quick request")
+	// A free worker: it would get the request again if w1's claim lapsed.
+	f.StartWorker(withConfig(workerConfig(t, f, "w2"), func(c *worker.Config) {
+		c.AckWait, c.Heartbeat = time.Second, 250*time.Millisecond
+	}))
+
+	envs := f.Events(quick.RunID, 20*time.Second)
+	checkOneSubmission(t, quick.RunID, envs)
+	require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type, "%v", fleettest.Types(envs))
+	waitIdle(t, f, 20*time.Second)
+	st, err := f.Client.Status(ctx, quick.RunID)
+	require.NoError(t, err)
+	require.Equal(t, "w1", st.Worker, "the waiting request was delivered again: its claim lapsed")
+	info, err := agentConsumerInfo(ctx, f, "quick")
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), info.Delivered.Consumer, "deliveries of the quick request")
+
+	// w1 ran one run at a time: the quick run started after the dozer's ended.
+	var order []string
+	for _, s := range readStored(t, f, "lovia.events.>") {
+		if s.Env.Type == loop.EventRunStarted || s.Env.IsTerminal() {
+			order = append(order, s.Env.RunID+" "+string(s.Env.Type))
+		}
+	}
+	require.Equal(t, []string{
+		dozing.RunID + " " + string(loop.EventRunStarted),
+		dozing.RunID + " " + string(loop.EventRunCompleted),
+		quick.RunID + " " + string(loop.EventRunStarted),
+		quick.RunID + " " + string(loop.EventRunCompleted),
+	}, order)
+}
