@@ -106,3 +106,10 @@ func (p *slotPool) roomFree() <-chan struct{} {
 	}
 	return p.room
 }
+
+// available is the number of free slots at this moment.
+func (p *slotPool) available() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.free
+}

@@ -2,11 +2,14 @@ package worker_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lovia-fleet/lovia/internal/fleettest"
@@ -109,4 +112,78 @@ func TestRequestWaitingForASlotKeepsItsClaim(t *testing.T) {
 		quick.RunID + " " + string(loop.EventRunStarted),
 		quick.RunID + " " + string(loop.EventRunCompleted),
 	}, order)
+}
+
+// TestFullWorkerLeavesRequestsToFreeOnes: a worker whose only slot is
+// taken sends no long polls — its earlier ones expire and are not sent
+// again while it stays full (counted as the pull requests the server
+// receives between two of the busy run's heartbeats) — so the requests that
+// arrive meanwhile go to a free worker instead of waiting on the full one.
+func TestFullWorkerLeavesRequestsToFreeOnes(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents, Worker: func(c *worker.Config) {
+		c.Concurrency = 1
+		c.FetchTimeout = 300 * time.Millisecond
+		c.Heartbeat = time.Second
+	}})
+	ctx := context.Background()
+	spy, err := nats.Connect(f.Server.ClientURL())
+	require.NoError(t, err)
+	t.Cleanup(spy.Close)
+	var mu sync.Mutex
+	var polls, beats int // long polls for the quick agent; the busy run's heartbeats
+	var pollsAtBeat []int
+	_, err = spy.Subscribe("$JS.API.CONSUMER.MSG.NEXT.LOVIA_RUNS.agent-quick", func(m *nats.Msg) {
+		var req struct {
+			NoWait bool `json:"no_wait"`
+		}
+		if json.Unmarshal(m.Data, &req) == nil && !req.NoWait {
+			mu.Lock()
+			polls++
+			mu.Unlock()
+		}
+	})
+	require.NoError(t, err)
+	_, err = spy.Subscribe("$JS.ACK.LOVIA_RUNS.agent-sleeper.>", func(m *nats.Msg) {
+		if string(m.Data) == "+WPI" {
+			mu.Lock()
+			beats++
+			pollsAtBeat = append(pollsAtBeat, polls)
+			mu.Unlock()
+		}
+	})
+	require.NoError(t, err)
+	require.NoError(t, spy.Flush())
+
+	busy, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "sleeper", Input: bus.TextInput("sleep")})
+	require.NoError(t, err)
+	waitEvent(t, f, busy.RunID, loop.EventToolCallStarted, 10*time.Second)
+	// From the first heartbeat (a second into the run, its slot long
+	// taken) to the third: about 7 fetch timeouts.
+	require.True(t, waitFor(20*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return beats >= 3
+	}), "the busy run's heartbeats never came")
+	mu.Lock()
+	sent := pollsAtBeat[2] - pollsAtBeat[0]
+	mu.Unlock()
+	require.Zero(t, sent, "long polls for the quick agent from the full worker between the busy run's first and third heartbeats")
+
+	f.StartWorker(withConfig(workerConfig(t, f, "w2"), func(c *worker.Config) { c.FetchTimeout = 300 * time.Millisecond }))
+	for range 3 {
+		rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "quick", Input: bus.TextInput("hi")})
+		require.NoError(t, err)
+		envs := f.Events(rep.RunID, 10*time.Second)
+		require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type, "%v", fleettest.Types(envs))
+		st, err := f.Client.Status(ctx, rep.RunID)
+		require.NoError(t, err)
+		require.Equal(t, "w2", st.Worker, "a run waited on the full worker while w2 was free")
+	}
+	st, err := f.Client.Status(ctx, busy.RunID)
+	require.NoError(t, err)
+	require.Equal(t, bus.StateRunning, st.Status, "the sleeper ended before the check was over")
+	_, err = f.Client.Cancel(ctx, busy.RunID, "test over")
+	require.NoError(t, err)
+	waitEvent(t, f, busy.RunID, loop.EventRunFailed, 10*time.Second)
 }

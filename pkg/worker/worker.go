@@ -374,14 +374,13 @@ const runGoroutineIdle = 10 * time.Second
 
 // claimLoop fetches runs of one agent from its consumer into the worker's
 // slots, which its agents share. While the agent is idle the loop waits for
-// its next request with a long poll of one that holds no slot: an idle
-// agent never keeps a slot from a busy one (before, each agent's long poll
-// held its share of the slots, and with fewer slots than agents a run
-// waited for the others' polls to expire, FetchTimeout each; see
-// claimNext). Once a delivery says more
-// requests are pending, the loop reserves slots — at least one, then as
-// many as are free up to a fair share — and takes what is there without
-// waiting.
+// its next requests with a long poll that holds no slot (claimNext): an
+// idle agent never keeps a slot from a busy one (before, each agent's long
+// poll held its share of the slots, and with fewer slots than agents a run
+// waited for the others' polls to expire, FetchTimeout each). Once a
+// delivery says more requests are pending, the loop reserves slots — at
+// least one, then as many as are free up to a fair share — and takes what
+// is there without waiting (claimBacklog).
 func (w *Worker) claimLoop(ctx context.Context, agent string, cons jetstream.Consumer) {
 	defer w.claimers.Done()
 	w.loops.Add(1)
@@ -404,13 +403,14 @@ func (w *Worker) claimLoop(ctx context.Context, agent string, cons jetstream.Con
 	}
 }
 
-// claimNext waits for the agent's next request. While a slot is free it
-// long-polls for one request without holding a slot (the request takes one
-// when it arrives, or waits for the next, first in line). While none has
-// been free for FetchTimeout — the worker is busy with other runs — it
-// waits in line for a slot and then only looks, without waiting, so that
-// a busy worker serves every agent in turn but never keeps a request that
-// an idle worker could run. It reports whether more requests are pending.
+// claimNext waits for the agent's next requests. While a slot is free it
+// long-polls for as many requests as there are free slots (up to the
+// agent's fair share) without holding one: each request takes a slot as it
+// arrives, or waits for the next one (holdForSlot). While none has been
+// free for FetchTimeout — the worker is busy with other runs — it waits in
+// line for a slot and then only looks, without waiting, so that a busy
+// worker serves every agent in turn but never keeps a request that an idle
+// worker could run. It reports whether more requests are pending.
 func (w *Worker) claimNext(ctx context.Context, agent string, cons jetstream.Consumer) (bool, error) {
 	t := time.NewTimer(w.cfg.FetchTimeout)
 	defer t.Stop()
@@ -421,9 +421,10 @@ func (w *Worker) claimNext(ctx context.Context, agent string, cons jetstream.Con
 	case <-ctx.Done():
 		return false, nil
 	case <-w.slots.roomFree():
+		n := max(1, min(w.share(), w.slots.available()))
 		fctx, cancel := context.WithTimeout(ctx, w.cfg.FetchTimeout)
 		defer cancel()
-		batch, err = cons.Fetch(1, jetstream.FetchContext(fctx))
+		batch, err = cons.Fetch(n, jetstream.FetchContext(fctx))
 	case <-t.C:
 		if w.slots.acquire(ctx, false) != nil {
 			return false, nil
@@ -439,12 +440,16 @@ func (w *Worker) claimNext(ctx context.Context, agent string, cons jetstream.Con
 	}
 	backlog := false
 	for msg := range batch.Messages() {
-		if !held && !w.slots.tryAcquire() && !w.awaitSlot(ctx, msg) {
-			continue
-		}
-		held = false
 		backlog = pendingAfter(msg)
-		w.dispatch(msg)
+		switch {
+		case held:
+			held = false
+			w.dispatch(msg)
+		case w.slots.tryAcquire():
+			w.dispatch(msg)
+		default:
+			w.holdForSlot(ctx, msg)
+		}
 	}
 	if held {
 		w.slots.release()
@@ -453,12 +458,17 @@ func (w *Worker) claimNext(ctx context.Context, agent string, cons jetstream.Con
 	return backlog, nil
 }
 
+// share is a claim loop's fair share of the slots: at most 64 a fetch.
+func (w *Worker) share() int {
+	return min(64, max(1, w.cfg.Concurrency/max(1, int(w.loops.Load()))))
+}
+
 // claimBacklog reserves slots — one, waiting for it, then as many as are
 // free up to the agent's fair share (at most 64) — and takes as many of
 // the agent's pending requests as there are, without waiting for more. It
 // reports whether more are pending.
 func (w *Worker) claimBacklog(ctx context.Context, agent string, cons jetstream.Consumer) (bool, error) {
-	share := min(64, max(1, w.cfg.Concurrency/max(1, int(w.loops.Load()))))
+	share := w.share()
 	if w.slots.acquire(ctx, false) != nil {
 		return false, nil
 	}
@@ -501,29 +511,32 @@ func (w *Worker) unreserve(n int) {
 	}
 }
 
-// awaitSlot holds a request fetched while no slot was free until one is,
-// its claim kept alive by progress acks meanwhile. When ctx ends first the
-// request is given back (nak) for another worker, and awaitSlot reports
-// false.
-func (w *Worker) awaitSlot(ctx context.Context, msg jetstream.Msg) bool {
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	got := make(chan error, 1)
-	go func() { got <- w.slots.acquire(wctx, true) }()
-	beat := time.NewTicker(w.cfg.Heartbeat)
-	defer beat.Stop()
-	for {
-		select {
-		case err := <-got:
-			if err != nil {
-				_ = msg.Nak()
-				return false
+// holdForSlot keeps a request fetched while no slot was free until one is
+// (first in line: before the claim loops) and then executes it; its claim
+// is kept alive by progress acks meanwhile. When ctx ends first the request
+// is given back (nak) for another worker.
+func (w *Worker) holdForSlot(ctx context.Context, msg jetstream.Msg) {
+	w.runs.Add(1)
+	go func() {
+		defer w.runs.Done()
+		got := make(chan error, 1)
+		go func() { got <- w.slots.acquire(ctx, true) }()
+		beat := time.NewTicker(w.cfg.Heartbeat)
+		defer beat.Stop()
+		for {
+			select {
+			case err := <-got:
+				if err != nil {
+					_ = msg.Nak()
+					return
+				}
+				w.dispatch(msg)
+				return
+			case <-beat.C:
+				_ = msg.InProgress()
 			}
-			return true
-		case <-beat.C:
-			_ = msg.InProgress()
 		}
-	}
+	}()
 }
 
 // pendingAfter reports whether the agent's consumer had requests pending
