@@ -303,7 +303,10 @@ func TestCancelBeforeClaimAndDuringApproval(t *testing.T) {
 	require.NoError(t, err)
 	_, err = f.Client.Cancel(ctx, queued.RunID, "never mind")
 	require.NoError(t, err)
-	f.StartWorker(workerConfig(t, f, "wB"))
+	// Heartbeats 15s apart (the most the default 30s ack wait allows): the
+	// cancel record a notification missed is read at a beat, so a wait the
+	// notification did not end would last about that long.
+	f.StartWorker(withConfig(workerConfig(t, f, "wB"), func(c *worker.Config) { c.Heartbeat = 15 * time.Second }))
 
 	envs := f.Events(queued.RunID, 30*time.Second) // generous: a loaded machine starts the worker slowly
 	checkOneSubmission(t, queued.RunID, envs)
@@ -315,7 +318,7 @@ func TestCancelBeforeClaimAndDuringApproval(t *testing.T) {
 	_, err = f.Client.Cancel(ctx, gated.RunID, "abandon")
 	require.NoError(t, err)
 	envs = f.Events(gated.RunID, 30*time.Second)
-	require.Less(t, time.Since(t0), 3*time.Second)
+	require.Less(t, time.Since(t0), 8*time.Second, "the cancel ended the approval wait only at a heartbeat's cancel check, not at its notification")
 	checkOneSubmission(t, gated.RunID, envs)
 	require.Equal(t, "RunCancelled", fleettest.Event[*loop.RunFailed](t, envs[len(envs)-1]).Error.Type)
 	require.Empty(t, fleettest.OfType(envs, loop.EventToolCallStarted))
