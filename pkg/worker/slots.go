@@ -8,9 +8,9 @@ import (
 
 // slotPool is a worker's run slots (Config.Concurrency of them), shared by
 // the claim loops of its agents: a run takes one before it starts and gives
-// it back when its execution ends. A slot given back goes to the longest
-// waiter, a request already fetched before any claim loop (see claimLoop),
-// so a slot never stays free while someone waits for one.
+// it back when its execution ends. A slot given back goes to the first
+// waiter — a request already fetched (see holdForSlot) before any claim
+// loop, each in arrival order — so no slot stays free while one waits.
 type slotPool struct {
 	mu   sync.Mutex
 	free int
@@ -79,19 +79,24 @@ func (p *slotPool) acquire(ctx context.Context, held bool) error {
 func (p *slotPool) release() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, q := range []*[]chan struct{}{&p.held, &p.loops} {
-		if len(*q) > 0 {
-			ch := (*q)[0]
-			*q = slices.Delete(*q, 0, 1)
-			ch <- struct{}{}
-			return
+	switch {
+	case len(p.held) > 0:
+		p.held = handOver(p.held)
+	case len(p.loops) > 0:
+		p.loops = handOver(p.loops)
+	default:
+		p.free++
+		if p.room != nil {
+			close(p.room)
+			p.room = nil
 		}
 	}
-	p.free++
-	if p.room != nil {
-		close(p.room)
-		p.room = nil
-	}
+}
+
+// handOver gives a slot to the first waiter of q and returns the rest.
+func handOver(q []chan struct{}) []chan struct{} {
+	q[0] <- struct{}{}
+	return slices.Delete(q, 0, 1)
 }
 
 // roomFree is closed once a slot is free (already, if one is).
