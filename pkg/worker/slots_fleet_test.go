@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,9 +55,9 @@ func TestFewerSlotsThanAgents(t *testing.T) {
 // TestRequestWaitingForASlotKeepsItsClaim: a request fetched by an idle
 // agent's long poll (which holds no slot) while the worker's only slot is
 // taken waits for that slot, first in line, and keeps its claim meanwhile
-// with progress acks: though it waits longer than the ack wait, with
-// another worker free to take a redelivery, it is delivered once and runs
-// on its worker after the run that held the slot.
+// with progress acks: though it waits several ack waits, with another
+// worker free to take a redelivery, it is delivered once and runs on its
+// worker after the run that held the slot.
 func TestRequestWaitingForASlotKeepsItsClaim(t *testing.T) {
 	t.Parallel()
 	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents, Worker: func(c *worker.Config) {
@@ -66,16 +67,24 @@ func TestRequestWaitingForASlotKeepsItsClaim(t *testing.T) {
 		c.FetchTimeout = 30 * time.Second
 	}})
 	ctx := context.Background()
-	waiting := func(agent string, n int) func() bool {
-		return func() bool {
-			info, err := agentConsumerInfo(ctx, f, agent)
-			return err == nil && info.NumWaiting >= n
-		}
-	}
-	require.True(t, waitFor(10*time.Second, waiting("quick", 1)), "w1 never long-polled for the quick agent")
-	dozing, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "dozer", Input: bus.TextInput("nap")})
+	spy, err := nats.Connect(f.Server.ClientURL())
 	require.NoError(t, err)
-	waitEvent(t, f, dozing.RunID, loop.EventToolCallStarted, 10*time.Second)
+	t.Cleanup(spy.Close)
+	var beats atomic.Int32 // progress acks of the quick request
+	_, err = spy.Subscribe("$JS.ACK.LOVIA_RUNS.agent-quick.>", func(m *nats.Msg) {
+		if string(m.Data) == "+WPI" {
+			beats.Add(1)
+		}
+	})
+	require.NoError(t, err)
+	require.NoError(t, spy.Flush())
+	require.True(t, waitFor(10*time.Second, func() bool {
+		info, err := agentConsumerInfo(ctx, f, "quick")
+		return err == nil && info.NumWaiting >= 1
+	}), "w1 never long-polled for the quick agent")
+	busy, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "sleeper", Input: bus.TextInput("sleep")})
+	require.NoError(t, err)
+	waitEvent(t, f, busy.RunID, loop.EventToolCallStarted, 10*time.Second)
 
 	quick, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "quick", Input: bus.TextInput("hi")})
 	require.NoError(t, err)
@@ -87,6 +96,11 @@ func TestRequestWaitingForASlotKeepsItsClaim(t *testing.T) {
 	f.StartWorker(withConfig(workerConfig(t, f, "w2"), func(c *worker.Config) {
 		c.AckWait, c.Heartbeat = time.Second, 250*time.Millisecond
 	}))
+	// Held for three ack waits (12 beats of 250ms), then the slot frees.
+	require.True(t, waitFor(20*time.Second, func() bool { return beats.Load() >= 12 }),
+		"the waiting request was not kept alive with progress acks (%d)", beats.Load())
+	_, err = f.Client.Cancel(ctx, busy.RunID, "make room")
+	require.NoError(t, err)
 
 	envs := f.Events(quick.RunID, 20*time.Second)
 	checkOneSubmission(t, quick.RunID, envs)
@@ -99,7 +113,7 @@ func TestRequestWaitingForASlotKeepsItsClaim(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), info.Delivered.Consumer, "deliveries of the quick request")
 
-	// w1 ran one run at a time: the quick run started after the dozer's ended.
+	// w1 ran one run at a time: the quick run started after the sleeper's ended.
 	var order []string
 	for _, s := range readStored(t, f, "lovia.events.>") {
 		if s.Env.Type == loop.EventRunStarted || s.Env.IsTerminal() {
@@ -107,8 +121,8 @@ func TestRequestWaitingForASlotKeepsItsClaim(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{
-		dozing.RunID + " " + string(loop.EventRunStarted),
-		dozing.RunID + " " + string(loop.EventRunCompleted),
+		busy.RunID + " " + string(loop.EventRunStarted),
+		busy.RunID + " " + string(loop.EventRunFailed),
 		quick.RunID + " " + string(loop.EventRunStarted),
 		quick.RunID + " " + string(loop.EventRunCompleted),
 	}, order)

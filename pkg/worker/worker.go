@@ -378,20 +378,19 @@ const runGoroutineIdle = 10 * time.Second
 // idle agent never keeps a slot from a busy one (before, each agent's long
 // poll held its share of the slots, and with fewer slots than agents a run
 // waited for the others' polls to expire, FetchTimeout each). Once a
-// delivery says more requests are pending, the loop reserves slots — at
-// least one, then as many as are free up to a fair share — and takes what
-// is there without waiting (claimBacklog).
+// delivery says more requests are pending, the loop reserves slots for
+// them and takes what is there (claimBacklog).
 func (w *Worker) claimLoop(ctx context.Context, agent string, cons jetstream.Consumer) {
 	defer w.claimers.Done()
 	w.loops.Add(1)
 	defer w.loops.Add(-1)
-	backlog := false
+	var pending uint64
 	for ctx.Err() == nil {
 		var err error
-		if backlog {
-			backlog, err = w.claimBacklog(ctx, agent, cons)
+		if pending > 0 {
+			pending, err = w.claimBacklog(ctx, agent, cons, pending)
 		} else {
-			backlog, err = w.claimNext(ctx, agent, cons)
+			pending, err = w.claimNext(ctx, agent, cons)
 		}
 		if err != nil && ctx.Err() == nil {
 			w.log.Warn("claim: fetch failed; retrying", "agent", agent, "error", err)
@@ -403,15 +402,21 @@ func (w *Worker) claimLoop(ctx context.Context, agent string, cons jetstream.Con
 	}
 }
 
+// lookWait bounds a fetch for requests known to be there: the backlog's,
+// and a full worker's look at an idle agent. The server answers at once
+// with what it has; it holds a fetch that finds the agent's consumer at its
+// max ack pending until the wait ends.
+const lookWait = 50 * time.Millisecond
+
 // claimNext waits for the agent's next requests. While a slot is free it
-// long-polls for as many requests as there are free slots (up to the
-// agent's fair share) without holding one: each request takes a slot as it
-// arrives, or waits for the next one (holdForSlot). While none has been
-// free for FetchTimeout — the worker is busy with other runs — it waits in
-// line for a slot and then only looks, without waiting, so that a busy
-// worker serves every agent in turn but never keeps a request that an idle
-// worker could run. It reports whether more requests are pending.
-func (w *Worker) claimNext(ctx context.Context, agent string, cons jetstream.Consumer) (bool, error) {
+// long-polls, without holding a slot, for its share of the free ones: each
+// request takes a slot as it arrives, or waits for the next one
+// (holdForSlot). While none has been free for FetchTimeout — the worker is
+// busy with other runs — it waits in line for a slot and then only looks
+// (lookWait), so that a busy worker serves every agent in turn and sends
+// no long polls. It returns the requests still pending after the last one
+// it took.
+func (w *Worker) claimNext(ctx context.Context, agent string, cons jetstream.Consumer) (uint64, error) {
 	t := time.NewTimer(w.cfg.FetchTimeout)
 	defer t.Stop()
 	var batch jetstream.MessageBatch
@@ -419,28 +424,31 @@ func (w *Worker) claimNext(ctx context.Context, agent string, cons jetstream.Con
 	held := false
 	select {
 	case <-ctx.Done():
-		return false, nil
+		return 0, nil
 	case <-w.slots.roomFree():
-		n := max(1, min(w.share(), w.slots.available()))
+		// Each idle loop asks for its share of the free slots, so that
+		// all of them together ask for about as many requests as there
+		// are slots to run them.
+		n := max(1, min(w.share(), w.slots.available()/max(1, int(w.loops.Load()))))
 		fctx, cancel := context.WithTimeout(ctx, w.cfg.FetchTimeout)
 		defer cancel()
 		batch, err = cons.Fetch(n, jetstream.FetchContext(fctx))
 	case <-t.C:
 		if w.slots.acquire(ctx, false) != nil {
-			return false, nil
+			return 0, nil
 		}
 		held = true
-		if batch, err = cons.FetchNoWait(1); err != nil {
+		if batch, err = cons.Fetch(1, jetstream.FetchMaxWait(lookWait)); err != nil {
 			w.slots.release()
-			return false, err
+			return 0, err
 		}
 	}
 	if err != nil {
-		return false, err
+		return 0, err
 	}
-	backlog := false
+	var pending uint64
 	for msg := range batch.Messages() {
-		backlog = pendingAfter(msg)
+		pending = pendingAfter(msg)
 		switch {
 		case held:
 			held = false
@@ -454,8 +462,7 @@ func (w *Worker) claimNext(ctx context.Context, agent string, cons jetstream.Con
 	if held {
 		w.slots.release()
 	}
-	w.fetchEnded(ctx, agent, batch)
-	return backlog, nil
+	return pending, w.fetchEnded(ctx, agent, batch)
 }
 
 // share is a claim loop's fair share of the slots: at most 64 a fetch.
@@ -463,37 +470,37 @@ func (w *Worker) share() int {
 	return min(64, max(1, w.cfg.Concurrency/max(1, int(w.loops.Load()))))
 }
 
-// claimBacklog reserves slots — one, waiting for it, then as many as are
-// free up to the agent's fair share (at most 64) — and takes as many of
-// the agent's pending requests as there are, without waiting for more. It
-// reports whether more are pending.
-func (w *Worker) claimBacklog(ctx context.Context, agent string, cons jetstream.Consumer) (bool, error) {
-	share := w.share()
+// claimBacklog reserves slots for the agent's pending requests — one,
+// waiting for it, then as many as are free up to the pending count and the
+// agent's fair share — and takes them (lookWait). It returns the requests
+// still pending after the last one it took.
+func (w *Worker) claimBacklog(ctx context.Context, agent string, cons jetstream.Consumer, pending uint64) (uint64, error) {
+	want := min(w.share(), int(min(pending, 64)))
 	if w.slots.acquire(ctx, false) != nil {
-		return false, nil
+		return 0, nil
 	}
 	reserved := 1
-	for reserved < share && w.slots.tryAcquire() {
+	for reserved < want && w.slots.tryAcquire() {
 		reserved++
 	}
-	batch, err := cons.FetchNoWait(reserved)
+	batch, err := cons.Fetch(reserved, jetstream.FetchMaxWait(lookWait))
 	if err != nil {
 		w.unreserve(reserved)
-		return false, err
+		return 0, err
 	}
-	n, backlog := 0, false
+	n := 0
+	pending = 0
 	for msg := range batch.Messages() {
 		if n == reserved { // never: the fetch asked for reserved
 			_ = msg.Nak()
 			continue
 		}
 		n++
-		backlog = pendingAfter(msg)
+		pending = pendingAfter(msg)
 		w.dispatch(msg)
 	}
 	w.unreserve(reserved - n)
-	w.fetchEnded(ctx, agent, batch)
-	return backlog, nil
+	return pending, w.fetchEnded(ctx, agent, batch)
 }
 
 // dispatch executes a fetched request in the slot it holds.
@@ -513,8 +520,8 @@ func (w *Worker) unreserve(n int) {
 
 // holdForSlot keeps a request fetched while no slot was free until one is
 // (first in line: before the claim loops) and then executes it; its claim
-// is kept alive by progress acks meanwhile. When ctx ends first the request
-// is given back (nak) for another worker.
+// is kept alive by progress acks meanwhile, and once more as it starts.
+// When ctx ends first the request is given back (nak) for another worker.
 func (w *Worker) holdForSlot(ctx context.Context, msg jetstream.Msg) {
 	w.runs.Add(1)
 	go func() {
@@ -526,11 +533,17 @@ func (w *Worker) holdForSlot(ctx context.Context, msg jetstream.Msg) {
 		for {
 			select {
 			case err := <-got:
-				if err != nil {
+				switch {
+				case err != nil:
 					_ = msg.Nak()
-					return
+				case ctx.Err() != nil:
+					w.slots.release()
+					_ = msg.Nak()
+				default:
+					// Its execution's first beat is a heartbeat away.
+					_ = msg.InProgress()
+					w.dispatch(msg)
 				}
-				w.dispatch(msg)
 				return
 			case <-beat.C:
 				_ = msg.InProgress()
@@ -539,16 +552,24 @@ func (w *Worker) holdForSlot(ctx context.Context, msg jetstream.Msg) {
 	}()
 }
 
-// pendingAfter reports whether the agent's consumer had requests pending
-// after msg when it was delivered.
-func pendingAfter(msg jetstream.Msg) bool {
+// pendingAfter is how many requests the agent's consumer had pending after
+// msg when it was delivered.
+func pendingAfter(msg jetstream.Msg) uint64 {
 	meta, err := msg.Metadata()
-	return err == nil && meta.NumPending > 0
+	if err != nil {
+		return 0
+	}
+	return meta.NumPending
 }
 
-// fetchEnded logs how a fetch ended when that was not the usual way.
-func (w *Worker) fetchEnded(ctx context.Context, agent string, batch jetstream.MessageBatch) {
-	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-		w.log.Debug("claim: fetch ended", "agent", agent, "error", err)
+// fetchEnded returns the error a fetch ended with, unless it ended the
+// usual way (its wait over, no requests, or the loop stopping): the loop
+// then waits before it fetches again.
+func (w *Worker) fetchEnded(ctx context.Context, agent string, batch jetstream.MessageBatch) error {
+	err := batch.Error()
+	if err == nil || errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+		return nil
 	}
+	return fmt.Errorf("fetching %s's requests: %w", agent, err)
 }
