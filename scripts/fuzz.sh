@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every Fuzz* target of the module for a short time each.
 set -euo pipefail
-fuzztime="${1:-3s}"
+fuzztime="${1:-2000x}"
 # FUZZ_SKIP is a regular expression of package directories to leave out
 # (make test skips the provider adapters, whose instrumented build of the
 # OpenAI SDK alone takes minutes on two cores; make fuzz runs everything).

@@ -437,6 +437,10 @@ func (w *Worker) claimNext(ctx context.Context, agent string, cons jetstream.Con
 		if w.slots.acquire(ctx, false) != nil {
 			return 0, nil
 		}
+		if ctx.Err() != nil {
+			w.slots.release()
+			return 0, nil
+		}
 		held = true
 		if batch, err = cons.Fetch(1, jetstream.FetchMaxWait(lookWait)); err != nil {
 			w.slots.release()
@@ -482,6 +486,10 @@ func (w *Worker) claimBacklog(ctx context.Context, agent string, cons jetstream.
 	reserved := 1
 	for reserved < want && w.slots.tryAcquire() {
 		reserved++
+	}
+	if ctx.Err() != nil { // acquire takes a free slot without looking at ctx
+		w.unreserve(reserved)
+		return 0, nil
 	}
 	batch, err := cons.Fetch(reserved, jetstream.FetchMaxWait(lookWait))
 	if err != nil {
