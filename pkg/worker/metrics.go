@@ -12,6 +12,7 @@ type metrics struct {
 	completed    *prometheus.CounterVec
 	failed       *prometheus.CounterVec
 	inFlight     prometheus.Gauge
+	held         prometheus.Gauge
 	resumes      *prometheus.CounterVec
 	redeliveries prometheus.Counter
 	turnSeconds  *prometheus.HistogramVec
@@ -39,6 +40,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		completed:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lovia_runs_completed_total", Help: "Runs completed, by agent."}, []string{"agent"}),
 		failed:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lovia_runs_failed_total", Help: "Runs failed, by agent and error type."}, []string{"agent", "type"}),
 		inFlight:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "lovia_runs_in_flight", Help: "Runs this worker is executing."}),
+		held:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "lovia_requests_held", Help: "Run requests this worker fetched while its slots were full, waiting for a free slot."}),
 		resumes:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lovia_runs_resumed_total", Help: "Runs resumed after another claim, by agent."}, []string{"agent"}),
 		redeliveries: prometheus.NewCounter(prometheus.CounterOpts{Name: "lovia_claim_redeliveries_total", Help: "Run deliveries that were not the first."}),
 		turnSeconds:  prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lovia_turn_seconds", Help: "Turn latency.", Buckets: prometheus.ExponentialBuckets(0.005, 3, 10)}, []string{"agent"}),
@@ -101,6 +103,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	register(&m.completed, m.completed)
 	register(&m.failed, m.failed)
 	register(&m.inFlight, m.inFlight)
+	register(&m.held, m.held)
 	register(&m.resumes, m.resumes)
 	register(&m.redeliveries, m.redeliveries)
 	register(&m.turnSeconds, m.turnSeconds)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lovia-fleet/lovia/internal/fleettest"
@@ -60,7 +61,9 @@ func TestFewerSlotsThanAgents(t *testing.T) {
 // worker after the run that held the slot.
 func TestRequestWaitingForASlotKeepsItsClaim(t *testing.T) {
 	t.Parallel()
+	reg := prometheus.NewRegistry()
 	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents, Worker: func(c *worker.Config) {
+		c.Metrics = reg
 		c.Concurrency = 1
 		c.AckWait, c.Heartbeat = time.Second, 250*time.Millisecond
 		c.SkipProvision = false // sets the consumers' ack wait
@@ -99,6 +102,7 @@ func TestRequestWaitingForASlotKeepsItsClaim(t *testing.T) {
 	// Held for three ack waits (12 beats of 250ms), then the slot frees.
 	require.True(t, waitFor(20*time.Second, func() bool { return beats.Load() >= 12 }),
 		"the waiting request was not kept alive with progress acks (%d)", beats.Load())
+	require.InDelta(t, 1, gaugeValue(t, reg, "lovia_requests_held"), 0, "held requests while it waits")
 	_, err = f.Client.Cancel(ctx, busy.RunID, "make room")
 	require.NoError(t, err)
 
@@ -112,6 +116,7 @@ func TestRequestWaitingForASlotKeepsItsClaim(t *testing.T) {
 	info, err := agentConsumerInfo(ctx, f, "quick")
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), info.Delivered.Consumer, "deliveries of the quick request")
+	require.InDelta(t, 0, gaugeValue(t, reg, "lovia_requests_held"), 0, "held requests once it ran")
 
 	// w1 ran one run at a time: the quick run started after the sleeper's ended.
 	var order []string
@@ -200,4 +205,18 @@ func TestFullWorkerLeavesRequestsToFreeOnes(t *testing.T) {
 	_, err = f.Client.Cancel(ctx, busy.RunID, "test over")
 	require.NoError(t, err)
 	waitEvent(t, f, busy.RunID, loop.EventRunFailed, 10*time.Second)
+}
+
+// gaugeValue reads an unlabelled gauge from reg.
+func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
 }

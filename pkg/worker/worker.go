@@ -532,8 +532,10 @@ func (w *Worker) unreserve(n int) {
 // When ctx ends first the request is given back (nak) for another worker.
 func (w *Worker) holdForSlot(ctx context.Context, msg jetstream.Msg) {
 	w.runs.Add(1)
+	w.m.held.Inc()
 	go func() {
 		defer w.runs.Done()
+		defer w.m.held.Dec()
 		got := make(chan error, 1)
 		go func() { got <- w.slots.acquire(ctx, true) }()
 		beat := time.NewTicker(w.cfg.Heartbeat)
