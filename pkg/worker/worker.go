@@ -412,59 +412,38 @@ const lookWait = 50 * time.Millisecond
 // long-polls, without holding a slot, for its share of the free ones: each
 // request takes a slot as it arrives, or waits for the next one
 // (holdForSlot). While none has been free for FetchTimeout — the worker is
-// busy with other runs — it waits in line for a slot and then only looks
-// (lookWait), so that a busy worker serves every agent in turn and sends
-// no long polls. It returns the requests still pending after the last one
-// it took.
+// busy with other runs — it looks as for a backlog of one (claimBacklog:
+// in line for a slot, then a fetch of lookWait), so that a busy worker
+// serves every agent in turn and sends no long polls. It returns the
+// requests still pending after the last one it took.
 func (w *Worker) claimNext(ctx context.Context, agent string, cons jetstream.Consumer) (uint64, error) {
 	t := time.NewTimer(w.cfg.FetchTimeout)
 	defer t.Stop()
-	var batch jetstream.MessageBatch
-	var err error
-	held := false
 	select {
 	case <-ctx.Done():
 		return 0, nil
-	case <-w.slots.roomFree():
-		// Each idle loop asks for its share of the free slots, so that
-		// all of them together ask for about as many requests as there
-		// are slots to run them.
-		n := max(1, min(w.share(), w.slots.available()/max(1, int(w.loops.Load()))))
-		fctx, cancel := context.WithTimeout(ctx, w.cfg.FetchTimeout)
-		defer cancel()
-		batch, err = cons.Fetch(n, jetstream.FetchContext(fctx))
 	case <-t.C:
-		if w.slots.acquire(ctx, false) != nil {
-			return 0, nil
-		}
-		if ctx.Err() != nil {
-			w.slots.release()
-			return 0, nil
-		}
-		held = true
-		if batch, err = cons.Fetch(1, jetstream.FetchMaxWait(lookWait)); err != nil {
-			w.slots.release()
-			return 0, err
-		}
+		return w.claimBacklog(ctx, agent, cons, 1)
+	case <-w.slots.roomFree():
 	}
+	// Each idle loop asks for its share of the free slots, so that all of
+	// them together ask for about as many requests as there are slots to
+	// run them.
+	n := max(1, min(w.share(), w.slots.available()/max(1, int(w.loops.Load()))))
+	fctx, cancel := context.WithTimeout(ctx, w.cfg.FetchTimeout)
+	defer cancel()
+	batch, err := cons.Fetch(n, jetstream.FetchContext(fctx))
 	if err != nil {
 		return 0, err
 	}
 	var pending uint64
 	for msg := range batch.Messages() {
 		pending = pendingAfter(msg)
-		switch {
-		case held:
-			held = false
+		if w.slots.tryAcquire() {
 			w.dispatch(msg)
-		case w.slots.tryAcquire():
-			w.dispatch(msg)
-		default:
+		} else {
 			w.holdForSlot(ctx, msg)
 		}
-	}
-	if held {
-		w.slots.release()
 	}
 	return pending, w.fetchEnded(ctx, agent, batch)
 }
@@ -475,9 +454,9 @@ func (w *Worker) share() int {
 }
 
 // claimBacklog reserves slots for the agent's pending requests — one,
-// waiting for it, then as many as are free up to the pending count and the
-// agent's fair share — and takes them (lookWait). It returns the requests
-// still pending after the last one it took.
+// waiting for it in line, then as many as are free up to the pending count
+// and the agent's fair share — and takes them (lookWait). It returns the
+// requests still pending after the last one it took.
 func (w *Worker) claimBacklog(ctx context.Context, agent string, cons jetstream.Consumer, pending uint64) (uint64, error) {
 	want := min(w.share(), int(min(pending, 64)))
 	if w.slots.acquire(ctx, false) != nil {
