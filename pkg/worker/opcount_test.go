@@ -174,9 +174,7 @@ func (c *opCounter) flush(t *testing.T) {
 
 func countOps(t *testing.T, f *fleettest.Fleet) *opCounter {
 	t.Helper()
-	spy, err := nats.Connect(f.Server.ClientURL())
-	require.NoError(t, err)
-	t.Cleanup(spy.Close)
+	spy := f.Connect()
 	c := &opCounter{spy: spy, by: map[string]int{}, marks: make(chan string, 16)}
 	for _, subj := range []string{">"} {
 		_, err := spy.Subscribe(subj, c.add)

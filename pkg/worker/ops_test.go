@@ -25,9 +25,7 @@ func TestFreshRunReadsNoEvents(t *testing.T) {
 	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents})
 	ctx := context.Background()
 	var eventReads atomic.Int64
-	spy, err := nats.Connect(f.Server.ClientURL())
-	require.NoError(t, err)
-	t.Cleanup(spy.Close)
+	spy := f.Connect()
 	sub, err := spy.Subscribe("$JS.API.>", func(m *nats.Msg) {
 		if strings.Contains(m.Subject, "GET.LOVIA_EVENTS") {
 			eventReads.Add(1)

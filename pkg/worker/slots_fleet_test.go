@@ -70,11 +70,9 @@ func TestRequestWaitingForASlotKeepsItsClaim(t *testing.T) {
 		c.FetchTimeout = 30 * time.Second
 	}})
 	ctx := context.Background()
-	spy, err := nats.Connect(f.Server.ClientURL())
-	require.NoError(t, err)
-	t.Cleanup(spy.Close)
+	spy := f.Connect()
 	var beats atomic.Int32 // progress acks of the quick request
-	_, err = spy.Subscribe("$JS.ACK.LOVIA_RUNS.agent-quick.>", func(m *nats.Msg) {
+	_, err := spy.Subscribe("$JS.ACK.LOVIA_RUNS.agent-quick.>", func(m *nats.Msg) {
 		if string(m.Data) == "+WPI" {
 			beats.Add(1)
 		}
@@ -146,13 +144,11 @@ func TestFullWorkerLeavesRequestsToFreeOnes(t *testing.T) {
 		c.Heartbeat = time.Second
 	}})
 	ctx := context.Background()
-	spy, err := nats.Connect(f.Server.ClientURL())
-	require.NoError(t, err)
-	t.Cleanup(spy.Close)
+	spy := f.Connect()
 	var mu sync.Mutex
 	var polls, beats int // long polls for the quick agent; the busy run's heartbeats
 	var pollsAtBeat []int
-	_, err = spy.Subscribe("$JS.API.CONSUMER.MSG.NEXT.LOVIA_RUNS.agent-quick", func(m *nats.Msg) {
+	_, err := spy.Subscribe("$JS.API.CONSUMER.MSG.NEXT.LOVIA_RUNS.agent-quick", func(m *nats.Msg) {
 		var req struct {
 			NoWait bool `json:"no_wait"`
 		}

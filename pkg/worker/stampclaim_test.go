@@ -27,9 +27,7 @@ type recordReads struct {
 
 func spyRecordReads(t *testing.T, f *fleettest.Fleet) (*recordReads, *nats.Conn) {
 	t.Helper()
-	spy, err := nats.Connect(f.Server.ClientURL())
-	require.NoError(t, err)
-	t.Cleanup(spy.Close)
+	spy := f.Connect()
 	r := &recordReads{by: map[string]int{}}
 	for _, subj := range []string{"$JS.API.DIRECT.GET.>", "$JS.API.STREAM.MSG.GET.>"} {
 		_, err := spy.Subscribe(subj, func(m *nats.Msg) {
