@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -53,6 +54,48 @@ func FuzzDecodeFrame(f *testing.F) {
 		_ = decodeFrame(data, &r)
 		if filter := chunksOf(data); filter != "" && !validChunkPrefix(filter[:len(filter)-len(".>")]) {
 			t.Fatalf("chunk filter %q escapes the chunk keys", filter)
+		}
+	})
+}
+
+// FuzzDecodeHoldings feeds arbitrary bytes to the holdings record's
+// decoder: it must fail cleanly (ErrCorrupt), never panic, and a record
+// it decodes must encode back to one that decodes the same.
+func FuzzDecodeHoldings(f *testing.F) {
+	seed, err := encodeHoldings([]Holding{
+		{RunID: "r1", Ack: "$JS.ACK.LOVIA_RUNS.lovia_agent_calc.1.12.7.1764620000000000000.3", Seq: 12, Attempt: 1},
+		{RunID: "r2", Ack: "$JS.ACK.a", Attempt: 0},
+	})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(seed)
+	f.Add([]byte(`{"runs":[{"run":"r1","ack":"$JS.ACK.a","seq":3,"attempt":1}]}`))
+	f.Add([]byte{frameInline, 0x93, 0x02, 0x90, 0x91, 0x95})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		runs, err := decodeHoldings(data)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error %v does not match ErrCorrupt", err)
+			}
+			return
+		}
+		again, err := encodeHoldings(runs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := decodeHoldings(again)
+		if err != nil {
+			t.Fatalf("a decoded record does not decode after encoding: %v", err)
+		}
+		if len(back) != len(runs) {
+			t.Fatalf("%d runs became %d", len(runs), len(back))
+		}
+		for i := range runs {
+			if back[i] != runs[i] {
+				t.Fatalf("run %d: %+v became %+v", i, runs[i], back[i])
+			}
 		}
 	})
 }

@@ -2,10 +2,12 @@ package store
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -13,7 +15,7 @@ import (
 // worker holds, so a surviving worker can release the runs of a worker
 // that is provably gone without waiting for the ack wait:
 //
-//	runs  hold.<worker>   JSON {"runs":[{"run","ack","seq","attempt"}…]}: the worker's holdings
+//	runs  hold.<worker>   the worker's holdings (holdingscodec.go; JSON in earlier releases)
 //
 // A worker rewrites its record as a whole (a group commit: the claims that
 // arrive while a write is in flight share the next one) and drops the runs
@@ -41,6 +43,7 @@ type Holdings struct {
 	Deleted  bool
 }
 
+// holdingsValue is the JSON record of earlier releases.
 type holdingsValue struct {
 	Runs []Holding `json:"runs"`
 }
@@ -51,11 +54,15 @@ func (c *Control) SetHoldings(ctx context.Context, worker string, runs []Holding
 	if err := checkID("set holdings", "worker id", worker); err != nil {
 		return 0, err
 	}
-	val, err := json.Marshal(holdingsValue{Runs: runs})
+	val, err := encodeHoldings(runs)
 	if err != nil {
 		return 0, wrapErr("set holdings", worker, err)
 	}
 	rev, err := c.b.put(ctx, holdingsKey(worker), val)
+	if errors.Is(err, nats.ErrMaxPayload) {
+		err = fmt.Errorf("the record of %d runs is %d bytes, over the server's max payload "+
+			"(run fewer runs a worker, its concurrency, or raise the server's max_payload): %w", len(runs), len(val), err)
+	}
 	if err != nil {
 		return 0, wrapErr("set holdings", worker, err)
 	}
@@ -108,11 +115,11 @@ func (c *Control) ReadHoldings(ctx context.Context, worker string) (Holdings, er
 	if err != nil {
 		return Holdings{}, wrapErr("read holdings", worker, err)
 	}
-	var v holdingsValue
-	if err := json.Unmarshal(e.Value(), &v); err != nil {
+	runs, err := decodeHoldings(e.Value())
+	if err != nil {
 		return Holdings{}, wrapErr("read holdings", worker, err)
 	}
-	return Holdings{Worker: worker, Runs: v.Runs, Revision: e.Revision()}, nil
+	return Holdings{Worker: worker, Runs: runs, Revision: e.Revision()}, nil
 }
 
 // listedIn reports whether any holdings record lists run.
@@ -122,11 +129,11 @@ func (c *Control) listedIn(ctx context.Context, op, runID string) (bool, error) 
 		return false, wrapErr(op, runID, err)
 	}
 	for _, e := range entries {
-		var v holdingsValue
-		if json.Unmarshal(e.Value(), &v) != nil {
+		runs, err := decodeHoldings(e.Value())
+		if err != nil {
 			continue
 		}
-		if slices.ContainsFunc(v.Runs, func(h Holding) bool { return h.RunID == runID }) {
+		if slices.ContainsFunc(runs, func(h Holding) bool { return h.RunID == runID }) {
 			return true, nil
 		}
 	}
