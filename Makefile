@@ -37,6 +37,7 @@ bench:
 ## submitted by publish and through a plain responder), BenchmarkFleetRuns
 ## (through the API) and BenchmarkFleetRawSubmit (by raw publish)
 ## alternately, PAIRS times (default 5), with each round's ratios fleet/raw
+## (runs/s, and CPU time a run)
 bench-fleet:
 	@GO=$(GO) ./scripts/bench-fleet.sh
 
