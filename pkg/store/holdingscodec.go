@@ -16,18 +16,18 @@ import (
 //
 //	[2, [prefix…], [[run, prefix index, ack rest, seq, attempt]…]]
 //
-// where a delivery's ack subject is its prefix followed by its rest: the
-// subject up to its fifth dot from the end ($JS.ACK.<stream>.<consumer>.
-// and whatever comes before the delivery's own numbers) is shared by the
-// deliveries of one consumer and stored once. About 70 bytes a run
-// instead of the 140 of the JSON records of earlier releases
-// ({"runs":[{"run","ack","seq","attempt"}…]}), which are still read.
+// where a delivery's ack subject is its prefix followed by its rest. The
+// rest is the subject's last five tokens, the delivery's own numbers
+// ($JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<time>.<pending>;
+// in the server's newer format, with a domain and an account hash before
+// the stream and a token at the end, the delivery count stays in the
+// prefix): the prefix is shared by the deliveries of one consumer and
+// stored once. About 80 bytes a run instead of the 150 of the JSON
+// records of earlier releases ({"runs":[{"run","ack","seq","attempt"}…]}),
+// which are still read.
 const holdingsVersion = 2
 
-// ackRestDots is how many of an ack subject's last dots start its rest:
-// the delivery's own tokens (stream and consumer sequences, the
-// timestamp, the pending count, the delivery count or, in the newer ack
-// format, a token after them).
+// ackRestDots is how many of an ack subject's last dots start its rest.
 const ackRestDots = 5
 
 // splitAck splits an ack subject into the prefix its consumer's
