@@ -100,7 +100,7 @@ func TestRequestWaitingForASlotKeepsItsClaim(t *testing.T) {
 	// Held for three ack waits (12 beats of 250ms), then the slot frees.
 	require.True(t, waitFor(20*time.Second, func() bool { return beats.Load() >= 12 }),
 		"the waiting request was not kept alive with progress acks (%d)", beats.Load())
-	require.InDelta(t, 1, gaugeValue(t, reg, "lovia_requests_held"), 0, "held requests while it waits")
+	require.InDelta(t, 1, gauge(t, reg, "lovia_requests_held"), 0, "held requests while it waits")
 	_, err = f.Client.Cancel(ctx, busy.RunID, "make room")
 	require.NoError(t, err)
 
@@ -114,7 +114,7 @@ func TestRequestWaitingForASlotKeepsItsClaim(t *testing.T) {
 	info, err := agentConsumerInfo(ctx, f, "quick")
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), info.Delivered.Consumer, "deliveries of the quick request")
-	require.InDelta(t, 0, gaugeValue(t, reg, "lovia_requests_held"), 0, "held requests once it ran")
+	require.InDelta(t, 0, gauge(t, reg, "lovia_requests_held"), 0, "held requests once it ran")
 
 	// w1 ran one run at a time: the quick run started after the sleeper's ended.
 	var order []string
@@ -201,18 +201,4 @@ func TestFullWorkerLeavesRequestsToFreeOnes(t *testing.T) {
 	_, err = f.Client.Cancel(ctx, busy.RunID, "test over")
 	require.NoError(t, err)
 	waitEvent(t, f, busy.RunID, loop.EventRunFailed, 10*time.Second)
-}
-
-// gaugeValue reads an unlabelled gauge from reg.
-func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return 0
 }
