@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -62,14 +63,10 @@ func FuzzDecodeFrame(f *testing.F) {
 // decoder: it must fail cleanly (ErrCorrupt), never panic, and a record
 // it decodes must encode back to one that decodes the same.
 func FuzzDecodeHoldings(f *testing.F) {
-	seed, err := encodeHoldings([]Holding{
+	f.Add(encodeHoldings([]Holding{
 		{RunID: "r1", Ack: "$JS.ACK.LOVIA_RUNS.lovia_agent_calc.1.12.7.1764620000000000000.3", Seq: 12, Attempt: 1},
 		{RunID: "r2", Ack: "$JS.ACK.a", Attempt: 0},
-	})
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(seed)
+	}))
 	f.Add([]byte(`{"runs":[{"run":"r1","ack":"$JS.ACK.a","seq":3,"attempt":1}]}`))
 	f.Add([]byte{frameInline, 0x93, 0x02, 0x90, 0x91, 0x95})
 	f.Add([]byte{})
@@ -81,21 +78,12 @@ func FuzzDecodeHoldings(f *testing.F) {
 			}
 			return
 		}
-		again, err := encodeHoldings(runs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		back, err := decodeHoldings(again)
+		back, err := decodeHoldings(encodeHoldings(runs))
 		if err != nil {
 			t.Fatalf("a decoded record does not decode after encoding: %v", err)
 		}
-		if len(back) != len(runs) {
-			t.Fatalf("%d runs became %d", len(runs), len(back))
-		}
-		for i := range runs {
-			if back[i] != runs[i] {
-				t.Fatalf("run %d: %+v became %+v", i, runs[i], back[i])
-			}
+		if !slices.Equal(back, runs) {
+			t.Fatalf("%+v became %+v", runs, back)
 		}
 	})
 }

@@ -54,10 +54,7 @@ func (c *Control) SetHoldings(ctx context.Context, worker string, runs []Holding
 	if err := checkID("set holdings", "worker id", worker); err != nil {
 		return 0, err
 	}
-	val, err := encodeHoldings(runs)
-	if err != nil {
-		return 0, wrapErr("set holdings", worker, err)
-	}
+	val := encodeHoldings(runs)
 	rev, err := c.b.put(ctx, holdingsKey(worker), val)
 	if errors.Is(err, nats.ErrMaxPayload) {
 		err = fmt.Errorf("the record of %d runs is %d bytes, over the server's max payload "+

@@ -45,9 +45,13 @@ func splitAck(ack string) (prefix, rest string) {
 
 // encodeHoldings encodes runs as a holdings record's value, appending
 // msgpack by hand (it is rewritten at every claim a worker makes).
-func encodeHoldings(runs []Holding) ([]byte, error) {
+func encodeHoldings(runs []Holding) []byte {
 	var prefixes []string
-	index := make([]int, len(runs))
+	// Each run's ack subject: the index of its prefix, and its rest.
+	acks := make([]struct {
+		prefix int
+		rest   string
+	}, len(runs))
 	size := 16
 	for i, h := range runs {
 		p, rest := splitAck(h.Ack)
@@ -59,7 +63,7 @@ func encodeHoldings(runs []Holding) ([]byte, error) {
 			prefixes = append(prefixes, p)
 			size += len(p) + 5
 		}
-		index[i] = j
+		acks[i].prefix, acks[i].rest = j, rest
 		size += len(h.RunID) + len(rest) + 30
 	}
 	b := make([]byte, 0, size)
@@ -72,15 +76,14 @@ func encodeHoldings(runs []Holding) ([]byte, error) {
 	}
 	b = mpArray(b, len(runs))
 	for i, h := range runs {
-		_, rest := splitAck(h.Ack)
 		b = mpArray(b, 5)
 		b = mpString(b, h.RunID)
-		b = mpUint(b, uint64(index[i]))
-		b = mpString(b, rest)
+		b = mpUint(b, uint64(acks[i].prefix))
+		b = mpString(b, acks[i].rest)
 		b = mpUint(b, h.Seq)
 		b = mpInt(b, int64(h.Attempt))
 	}
-	return b, nil
+	return b
 }
 
 // mpArray appends a msgpack array header of n elements.
@@ -168,14 +171,13 @@ func decodeHoldings(val []byte) ([]Holding, error) {
 	dec := msgpack.GetDecoder()
 	defer msgpack.PutDecoder(dec)
 	dec.Reset(bytes.NewReader(body))
-	// checkMsgpack bounded every length by the bytes that follow it.
-	limit := len(body)
+	// checkMsgpack bounded every count by the bytes that follow it.
 	arrayLen := func(what string, atLeast int) (int, error) {
 		n, err := dec.DecodeArrayLen()
 		if err != nil {
 			return 0, fmt.Errorf("%w: holdings record: %s: %w", ErrCorrupt, what, err)
 		}
-		if n < atLeast || n > limit {
+		if n < atLeast {
 			return 0, fmt.Errorf("%w: holdings record: %s has %d elements", ErrCorrupt, what, n)
 		}
 		return n, nil
@@ -206,7 +208,7 @@ func decodeHoldings(val []byte) ([]Holding, error) {
 	if err != nil {
 		return nil, err
 	}
-	runs := make([]Holding, 0, min(nr, limit/8))
+	runs := make([]Holding, 0, min(nr, len(body)/8))
 	for range nr {
 		fields, err := arrayLen("run", 5)
 		if err != nil {
