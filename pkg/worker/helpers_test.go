@@ -176,8 +176,8 @@ func waitIdle(t testing.TB, f *fleettest.Fleet, timeout time.Duration) {
 			last = err.Error()
 			return false
 		}
-		if sinfo := si.CachedInfo(); sinfo.State.Msgs != 0 {
-			last = fmt.Sprintf("stream msgs %d", si.CachedInfo().State.Msgs)
+		if msgs := si.CachedInfo().State.Msgs; msgs != 0 {
+			last = fmt.Sprintf("stream msgs %d", msgs)
 			return false
 		}
 		agents, err := bus.AgentConsumers(ctx, f.JS, bus.Names{})
