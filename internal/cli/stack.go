@@ -247,7 +247,7 @@ func startWorkerProcess(ctx context.Context, nc *nats.Conn, prefix, id string, w
 	}
 	w, err := worker.New(worker.Config{
 		Conn: nc, Catalog: deps.catalog, Agents: agents, Prefix: prefix, ID: id, Concurrency: wf.concurrency, AckWait: wf.ackWait, CoalesceDeltas: wf.coalesce, ParkAfter: wf.parkAfter,
-		SkipProvision: true, Registry: deps.registry, ContextPolicy: policy, Logger: log, Metrics: reg,
+		Provision: pc, SkipProvision: true, Registry: deps.registry, ContextPolicy: policy, Logger: log, Metrics: reg,
 		Store: store.Config{OutageBudget: wf.outage, Logger: log}, Tracing: deps.tracing,
 	})
 	if err != nil {
