@@ -196,17 +196,43 @@ func (r *Registry) Get(ctx context.Context, name string) (*Entry, error) {
 	return &out, err
 }
 
-// GetRevision returns the definition an agent had at revision rev.
+// GetRevision returns the definition an agent had at registry revision
+// rev: the agent's own revision rev, or its latest one before rev when rev
+// is a change of another agent (a run's registry_revision is the whole
+// registry's). It fails with ErrNotFound when the agent had no definition
+// then (not yet applied, or removed), or rev is past the registry's
+// current revision or the agent's kept history.
 func (r *Registry) GetRevision(ctx context.Context, name string, rev uint64) (*Entry, error) {
 	e, err := r.kv.GetRevision(ctx, name, rev)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, fmt.Errorf("%w: %q at revision %d (not a revision of it, or past the %d kept)", ErrNotFound, name, rev, History)
+	if err == nil {
+		out, err := decodeEntry(e)
+		return &out, err
 	}
-	if err != nil {
+	if !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted) {
 		return nil, fmt.Errorf("registry: get agent %s revision %d: %w", name, rev, err)
 	}
-	out, err := decodeEntry(e)
-	return &out, err
+	if cur, err := r.Revision(ctx); err != nil {
+		return nil, err
+	} else if rev > cur {
+		return nil, fmt.Errorf("%w: %q at revision %d: the registry is at revision %d", ErrNotFound, name, rev, cur)
+	}
+	h, err := r.History(ctx, name)
+	if errors.Is(err, ErrNotFound) {
+		return nil, fmt.Errorf("%w: %q at revision %d (it has no revision kept)", ErrNotFound, name, rev)
+	}
+	if err != nil {
+		return nil, err
+	}
+	i := sort.Search(len(h), func(i int) bool { return h[i].Revision > rev }) - 1
+	switch {
+	case i < 0 && len(h) == History:
+		return nil, fmt.Errorf("%w: %q at revision %d: past the %d revisions kept of it (lovia agents history %s lists them)", ErrNotFound, name, rev, History, name)
+	case i < 0:
+		return nil, fmt.Errorf("%w: %q at revision %d: it was first applied at revision %d", ErrNotFound, name, rev, h[0].Revision)
+	case h[i].Deleted:
+		return nil, fmt.Errorf("%w: %q at revision %d: it was removed at revision %d", ErrNotFound, name, rev, h[i].Revision)
+	}
+	return &h[i], nil
 }
 
 // History returns an agent's revisions, oldest first.

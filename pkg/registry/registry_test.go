@@ -126,3 +126,51 @@ func TestRegistry(t *testing.T) {
 			"agents removed from the registry are still served: %v", src.Served())
 	})
 }
+
+// A run's registry_revision is the whole registry's: the agent as of that
+// revision is its latest definition at or before it, whatever other agents
+// changed in between.
+func TestGetRevisionOfTheRegistry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	reg, opts := setup(t)
+	apply := func(specs ...catalog.Spec) uint64 {
+		t.Helper()
+		rep, err := reg.Apply(ctx, specs, false, opts)
+		require.NoError(t, err)
+		return rep.Revision
+	}
+	apply(spec("other", "x"))
+	first := apply(spec("a", "one"))
+	otherChanged := apply(spec("other", "y"))
+	second := apply(spec("a", "two"))
+	apply(spec("other", "z"))
+
+	for _, tc := range []struct {
+		rev  uint64
+		want string
+	}{{first, "one"}, {otherChanged, "one"}, {second, "two"}, {second + 1, "two"}} {
+		e, err := reg.GetRevision(ctx, "a", tc.rev)
+		require.NoError(t, err, "agent a as of registry revision %d", tc.rev)
+		require.Equal(t, tc.want, e.Spec.Script[0].Text, "agent a as of registry revision %d", tc.rev)
+		require.LessOrEqual(t, e.Revision, tc.rev, "the agent's own revision")
+	}
+
+	_, err := reg.GetRevision(ctx, "a", first-1)
+	require.ErrorIs(t, err, registry.ErrNotFound)
+	require.ErrorContains(t, err, "first applied at revision")
+	_, err = reg.GetRevision(ctx, "a", second+100)
+	require.ErrorIs(t, err, registry.ErrNotFound)
+	require.ErrorContains(t, err, "the registry is at revision")
+	require.NoError(t, reg.Remove(ctx, "a"))
+	removed, err := reg.Revision(ctx)
+	require.NoError(t, err)
+	_, err = reg.GetRevision(ctx, "a", removed)
+	require.ErrorIs(t, err, registry.ErrNotFound)
+	require.ErrorContains(t, err, "removed at revision")
+	e, err := reg.GetRevision(ctx, "a", otherChanged)
+	require.NoError(t, err, "a revision before the removal still shows it")
+	require.Equal(t, "one", e.Spec.Script[0].Text)
+	_, err = reg.GetRevision(ctx, "nobody", second)
+	require.ErrorIs(t, err, registry.ErrNotFound)
+}
