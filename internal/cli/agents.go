@@ -83,7 +83,7 @@ func runAgents(ctx context.Context, env *Env, args []string) int {
 		if err := reg.Remove(rctx, pos[1]); err != nil {
 			return fail(env.Stderr, registryHint(err))
 		}
-		fmt.Fprintf(env.Stdout, "removed agent %s (its runs in flight keep their pinned definition)\n", pos[1])
+		fmt.Fprintf(env.Stdout, "removed agent %s (its runs in flight keep their pinned definition; its runs not started yet end with run_failed UnknownAgent)\n", pos[1])
 	}
 	return ExitOK
 }

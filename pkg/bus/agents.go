@@ -127,6 +127,25 @@ func AgentConsumers(ctx context.Context, js jetstream.JetStream, names Names) ([
 	return out, lister.Err()
 }
 
+// AgentBacklogs maps every agent that has a consumer on the runs stream
+// to the requests its consumer holds: those waiting to be delivered plus
+// those delivered and not yet acknowledged (runs in flight on some worker,
+// live or dead). One listing of the stream's consumers.
+func AgentBacklogs(ctx context.Context, js jetstream.JetStream, names Names) (map[string]uint64, error) {
+	s, err := js.Stream(ctx, names.RunsStream())
+	if err != nil {
+		return nil, err
+	}
+	lister := s.ListConsumers(ctx)
+	out := map[string]uint64{}
+	for ci := range lister.Info() {
+		if agent, ok := ParseAgentConsumer(ci.Name); ok {
+			out[agent] = ci.NumPending + uint64(max(ci.NumAckPending, 0))
+		}
+	}
+	return out, lister.Err()
+}
+
 // reconcileAgentConsumers applies cfg.Workers to the consumer of every
 // agent the fleet has served (Provision with !SkipWorkers).
 func (p *provisioner) reconcileAgentConsumers(ctx context.Context, names Names) error {

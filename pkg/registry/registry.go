@@ -183,6 +183,24 @@ func (r *Registry) Remove(ctx context.Context, name string) error {
 	return nil
 }
 
+// Removed reports whether the registry removed agent name: it has no
+// current definition, and its latest revision is a removal (rm, or apply
+// --prune). An agent the registry never held is not removed.
+func (r *Registry) Removed(ctx context.Context, name string) (bool, error) {
+	_, err := r.Get(ctx, name)
+	if err == nil || !errors.Is(err, ErrNotFound) {
+		return false, err
+	}
+	h, err := r.History(ctx, name)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return len(h) > 0 && h[len(h)-1].Deleted, nil
+}
+
 // Get returns an agent's current definition.
 func (r *Registry) Get(ctx context.Context, name string) (*Entry, error) {
 	e, err := r.kv.Get(ctx, name)

@@ -198,6 +198,13 @@ func (s *Source) Serves(name string) bool {
 	return false
 }
 
+// Removed reports whether the registry removed agent name (see
+// Registry.Removed): a worker still resumes its runs in flight, from the
+// revisions they are pinned to.
+func (s *Source) Removed(ctx context.Context, name string) (bool, error) {
+	return s.reg.Removed(ctx, name)
+}
+
 // Served lists the agents of the current catalog this worker serves.
 func (s *Source) Served() []string {
 	cur, _ := s.Current()

@@ -21,7 +21,11 @@
 // fleet registry (pkg/fleet), which the API reads to accept submits and
 // explain queued runs. With [Config.Agents] (the agents registry,
 // pkg/registry) the served agents change while the worker runs, and a run
-// resumes with the agents of the registry revision it is pinned to.
+// resumes with the agents of the registry revision it is pinned to — also
+// after the registry removed its agent: a worker keeps claiming from a
+// removed agent's consumer while it holds requests, resumes the runs in
+// flight from their pinned revision, and ends those that never started
+// with run_failed UnknownAgent.
 //
 // # The lifecycle
 //

@@ -123,14 +123,9 @@ func (w *Worker) handle(msg jetstream.Msg) {
 	cat, rev := w.agents()
 	ag, ok := cat.Get(agentName)
 	if !ok {
-		// Routed by agent, a run reaches only a worker that serves its
-		// agent; this one stopped serving it a moment ago (the registry
-		// removed it, or --serve no longer matches). It is never failed for
-		// reaching the wrong worker: another one, or a later definition,
-		// takes it.
-		d.log.Info("a run of an agent this worker no longer serves; released for a worker that does")
-		w.settleMsg(ctx, d, lifecycle.Verdict{Settle: lifecycle.Nak, Delay: 5 * time.Second})
-		return
+		if ag, rev, ok = w.removedAgent(ctx, d, runID, agentName, enc); !ok {
+			return
+		}
 	}
 	w.execute(ctx, d, req, runID, enc, ag, rev)
 }

@@ -65,6 +65,7 @@ type Worker struct {
 	freshCkpt  bool                          // a run never claimed has no checkpoint to read (see noSnapshot)
 	loops      atomic.Int32                  // claim loops running
 	claimStops map[string]context.CancelFunc // by agent: ends its claim loop
+	draining   map[string]bool               // agents removed from the registry whose runs in flight it still claims
 	followDone chan struct{}
 	started0   time.Time
 	runCtx     context.Context
@@ -178,7 +179,7 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 			w.freshCkpt = runsAge == 0 || (ckptAge != 0 && runsAge >= ckptAge)
 		}
 	}
-	w.cons, w.claimStops = map[string]jetstream.Consumer{}, map[string]context.CancelFunc{}
+	w.cons, w.claimStops, w.draining = map[string]jetstream.Consumer{}, map[string]context.CancelFunc{}, map[string]bool{}
 	for _, agent := range agents {
 		name, err := w.names.AgentConsumer(agent)
 		if err != nil {
