@@ -65,6 +65,8 @@ type Worker struct {
 	freshCkpt  bool                          // a run never claimed has no checkpoint to read (see noSnapshot)
 	loops      atomic.Int32                  // claim loops running
 	claimStops map[string]context.CancelFunc // by agent: ends its claim loop
+	lease      fleet.Lease                   // of its id (identity.go)
+	leaseRev   uint64                        // the lease's revision while held, else 0
 	draining   map[string]bool               // agents removed from the registry whose runs in flight it still claims
 	followDone chan struct{}
 	started0   time.Time
@@ -207,14 +209,20 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	if err := w.startDeadLetters(ctx); err != nil {
 		return fmt.Errorf("worker: dead-letter subscription: %w", err)
 	}
-	if err := w.startTakeover(w.reaperCtx); err != nil {
-		return fmt.Errorf("worker: takeover watcher: %w", err)
-	}
-	w.sweepDone = make(chan struct{})
-	go w.sweep(w.reaperCtx)
 	if w.fleet, err = fleet.Ensure(ctx, js, w.names, w.cfg.Provision.Replicas); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
+	if err := w.claimID(ctx); err != nil {
+		return err
+	}
+	if err := w.startTakeover(w.reaperCtx); err != nil {
+		return fmt.Errorf("worker: takeover watcher: %w", err)
+	}
+	if err := w.confirmID(ctx); err != nil {
+		return err
+	}
+	w.sweepDone = make(chan struct{})
+	go w.sweep(w.reaperCtx)
 	w.ann = fleet.NewAnnouncer(w.fleet, w.member(), w.cfg.AnnounceInterval, w.log)
 	w.ann.Live(func(m *fleet.Member) { m.InFlight = w.inFlight() })
 	if err := w.ann.Start(ctx); err != nil {
@@ -350,6 +358,9 @@ func (w *Worker) teardown(ctx context.Context) {
 	}
 	if w.presenceSub != nil {
 		_ = w.presenceSub.Unsubscribe()
+	}
+	if w.fleet != nil {
+		w.releaseID(ctx)
 	}
 	if w.stopDead != nil {
 		w.stopDead()
