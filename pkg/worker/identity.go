@@ -85,7 +85,7 @@ func (w *Worker) claimID(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			w.leaseRev = next
+			w.leaseRev, w.predecessor = next, true
 			w.log.Info("took over the id of a worker that is gone", "previous_host", l.Host, "previous_pid", l.PID, "previous_started_at", l.StartedAt)
 			return nil
 		}
@@ -130,6 +130,26 @@ func (w *Worker) confirmID(ctx context.Context) error {
 	}
 	w.lease, w.leaseRev = live, next
 	return nil
+}
+
+// releasePredecessor releases the runs of the dead process whose id this
+// worker took over (claimID): its holdings record is this id's, which no
+// other worker's reaper releases while this one answers the id's pings —
+// without this, they would wait for the ack wait. It runs before the
+// claim loops start, so the record lists the predecessor's runs only.
+func (w *Worker) releasePredecessor(ctx context.Context) {
+	if !w.predecessor {
+		return
+	}
+	w.predecessor = false
+	h, err := w.st.Control().ReadHoldings(ctx, w.cfg.ID)
+	if err != nil {
+		w.log.Warn("reading the holdings of the worker whose id this one took over failed; its runs wait for the ack wait", "error", err)
+		return
+	}
+	if !h.Deleted {
+		w.releaseWorker(ctx, h)
+	}
 }
 
 // releaseID deletes the lease at Stop (after the presence responder),

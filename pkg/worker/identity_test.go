@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lovia-fleet/lovia/internal/fleettest"
+	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/loop"
 	"github.com/lovia-fleet/lovia/pkg/worker"
 )
 
@@ -54,15 +56,16 @@ func TestWorkerIDIsHeldOnce(t *testing.T) {
 		for round := range 3 {
 			id := fmt.Sprintf("racer-%d", round)
 			var wg sync.WaitGroup
-			errs := make([]error, 3)
+			errs, ws := make([]error, 3), make([]*worker.Worker, 3)
 			for i := range errs {
-				wg.Go(func() { _, errs[i] = start(id) })
+				wg.Go(func() { ws[i], errs[i] = start(id) })
 			}
 			wg.Wait()
 			started := 0
-			for _, err := range errs {
+			for i, err := range errs {
 				if err == nil {
 					started++
+					require.NoError(t, ws[i].Stop(ctx))
 				} else {
 					require.ErrorIs(t, err, worker.ErrDuplicateID, "round %d", round)
 				}
@@ -71,18 +74,26 @@ func TestWorkerIDIsHeldOnce(t *testing.T) {
 		}
 	})
 
+	// Restarted with its id, it takes over its dead predecessor's runs at
+	// once: no other worker's reaper releases them while the id answers.
 	t.Run("restarted after a kill -9 or a stop", func(t *testing.T) {
+		require.NoError(t, f.Workers[0].Stop(ctx)) // the run goes to phoenix
 		cfg := workerConfig(t, f, "phoenix")
 		w, err := worker.New(cfg)
 		require.NoError(t, err)
 		require.NoError(t, w.Start(ctx))
-		cfg.Conn.Close() // killed: no goodbye, its lease stays
+		rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "napper", Input: bus.TextInput("nap")})
+		require.NoError(t, err)
+		waitEvent(t, f, rep.RunID, loop.EventToolCallStarted, 20*time.Second)
+		cfg.Conn.Close() // killed: no goodbye, its lease and holdings stay
 		t.Cleanup(func() { _ = w.Stop(ctx) })
-		began := time.Now()
 		again, err := start("phoenix")
 		require.NoError(t, err, "restarted with its own id after its process died")
-		// Far sooner than the ack wait (30s) that a duplicate id costs.
-		require.Less(t, time.Since(began), 15*time.Second)
+		// Well before the ack wait (30s), which redelivers it otherwise.
+		envs := f.Events(rep.RunID, 20*time.Second)
+		checkOneSubmission(t, rep.RunID, envs)
+		require.Len(t, fleettest.OfType(envs, bus.EventRunResumed), 1, "%v", fleettest.Types(envs))
+		require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type)
 		require.NoError(t, again.Stop(ctx))
 		_, err = start("phoenix")
 		require.NoError(t, err, "restarted with its own id after a stop")

@@ -58,24 +58,25 @@ type Worker struct {
 	active  map[string]*activeRun // by run id
 	slots   *slotPool             // slots.go
 
-	claimCtx   context.Context
-	stopClaim  context.CancelFunc
-	claimMu    sync.Mutex
-	fastClaims bool                          // see claim
-	freshCkpt  bool                          // a run never claimed has no checkpoint to read (see noSnapshot)
-	loops      atomic.Int32                  // claim loops running
-	claimStops map[string]context.CancelFunc // by agent: ends its claim loop
-	lease      fleet.Lease                   // of its id (identity.go)
-	leaseRev   uint64                        // the lease's revision while held, else 0
-	draining   map[string]bool               // agents removed from the registry whose runs in flight it still claims
-	followDone chan struct{}
-	started0   time.Time
-	runCtx     context.Context
-	interrupt  context.CancelCauseFunc
-	claimers   sync.WaitGroup
-	runs       sync.WaitGroup
-	pool       *gopool.Pool // the runs' goroutines, kept between runs
-	beats      *heartbeats  // heartbeats.go
+	claimCtx    context.Context
+	stopClaim   context.CancelFunc
+	claimMu     sync.Mutex
+	fastClaims  bool                          // see claim
+	freshCkpt   bool                          // a run never claimed has no checkpoint to read (see noSnapshot)
+	loops       atomic.Int32                  // claim loops running
+	claimStops  map[string]context.CancelFunc // by agent: ends its claim loop
+	lease       fleet.Lease                   // of its id (identity.go)
+	leaseRev    uint64                        // the lease's revision while held, else 0
+	predecessor bool                          // the lease was taken over from a dead process
+	draining    map[string]bool               // agents removed from the registry whose runs in flight it still claims
+	followDone  chan struct{}
+	started0    time.Time
+	runCtx      context.Context
+	interrupt   context.CancelCauseFunc
+	claimers    sync.WaitGroup
+	runs        sync.WaitGroup
+	pool        *gopool.Pool // the runs' goroutines, kept between runs
+	beats       *heartbeats  // heartbeats.go
 }
 
 // ErrShutdown is the cause given to runs interrupted by Stop.
@@ -221,6 +222,7 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	if err := w.confirmID(ctx); err != nil {
 		return err
 	}
+	w.releasePredecessor(ctx)
 	w.sweepDone = make(chan struct{})
 	go w.sweep(w.reaperCtx)
 	w.ann = fleet.NewAnnouncer(w.fleet, w.member(), w.cfg.AnnounceInterval, w.log)
