@@ -203,7 +203,11 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 		}
 	}
 	probes.started()
-	fmt.Fprintf(env.Stderr, "lovia worker %s serving agents %s on %s\n", w.ID(), strings.Join(w.Agents(), ", "), nf.shown())
+	if agents := w.Agents(); len(agents) > 0 {
+		fmt.Fprintf(env.Stderr, "lovia worker %s serving agents %s on %s\n", w.ID(), strings.Join(agents, ", "), nf.shown())
+	} else {
+		fmt.Fprintf(env.Stderr, "lovia worker %s serving no agent yet on %s: the registry has none it can serve (lovia agents apply FILE)\n", w.ID(), nf.shown())
+	}
 	<-ctx.Done()
 	probes.stopping()
 	stopCtx, cancel := context.WithTimeout(context.Background(), WorkerStopTimeout)
