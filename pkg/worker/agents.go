@@ -266,26 +266,30 @@ func (w *Worker) followAgents(ctx context.Context) {
 	drains := time.NewTicker(w.cfg.SweepInterval)
 	defer drains.Stop()
 	failed := false
-	sync := func() {
+	sync := func(announce bool) {
+		// After a failed sync, loops of served agents may start now.
+		announce = announce || failed
 		err := w.syncClaimers(ctx)
 		failed = err != nil
 		if failed && ctx.Err() == nil {
 			w.log.Warn("serving the agents of a registry change failed; retrying", "error", err)
 		}
-		w.ann.Update(w.member())
+		if announce {
+			w.ann.Update(w.member())
+		}
 	}
-	sync()
+	sync(false) // Start announced its agents
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-w.cfg.Agents.Changes():
-			sync()
+			sync(true)
 		case <-drains.C:
-			sync()
+			sync(false) // the announced agents are the catalog's: unchanged
 		case <-retry.C:
 			if failed {
-				sync()
+				sync(true)
 			}
 		}
 	}

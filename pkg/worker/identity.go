@@ -22,7 +22,7 @@ var ErrDuplicateID = errors.New("worker: the worker id is in use")
 // DuplicateIDError names the live worker that holds the id.
 type DuplicateIDError struct {
 	ID     string
-	Holder fleet.Lease // zero when the holder wrote no lease (an earlier release)
+	Holder fleet.Lease // zero when the lease could not be read
 }
 
 func (e *DuplicateIDError) Error() string {
@@ -46,33 +46,34 @@ func (e *DuplicateIDError) Is(target error) bool { return target == ErrDuplicate
 // DuplicateIDError naming the live holder.
 func (w *Worker) claimID(ctx context.Context) error {
 	host, _ := os.Hostname()
-	w.lease = fleet.Lease{Instance: nuid.Next(), Host: host, PID: os.Getpid(), StartedAt: w.started0}
+	w.instance = nuid.Next()
+	w.lease = fleet.Lease{Instance: w.instance, Host: host, PID: os.Getpid(), StartedAt: w.started0}
 	var (
 		seen        uint64    // the revision of the lease found held
 		absentSince time.Time // since when its holder has not answered
 	)
 	for {
-		// A holder of an earlier release writes no lease, but answers.
-		if live, err := w.answers(ctx); err != nil {
-			return err
-		} else if live {
-			l, _, _, _ := w.fleet.ReadLease(ctx, w.cfg.ID)
-			return &DuplicateIDError{ID: w.cfg.ID, Holder: l}
-		}
 		rev, err := w.fleet.CreateLease(ctx, w.cfg.ID, w.lease)
 		if err == nil {
-			w.leaseRev = rev
+			w.leaseRev.Store(rev)
 			return nil
 		}
 		if !errors.Is(err, fleet.ErrLeaseHeld) {
 			return err
 		}
 		l, rev, found, err := w.fleet.ReadLease(ctx, w.cfg.ID)
+		if err != nil {
+			return err
+		}
+		if !found {
+			continue // released meanwhile
+		}
+		live, err := w.answers(ctx)
 		switch {
 		case err != nil:
 			return err
-		case !found:
-			continue // released meanwhile
+		case live:
+			return &DuplicateIDError{ID: w.cfg.ID, Holder: l}
 		case rev != seen:
 			// A holder still starting has not subscribed yet: give it the
 			// grace period to answer.
@@ -85,7 +86,8 @@ func (w *Worker) claimID(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			w.leaseRev, w.predecessor = next, true
+			w.leaseRev.Store(next)
+			w.predecessor = true
 			w.log.Info("took over the id of a worker that is gone", "previous_host", l.Host, "previous_pid", l.PID, "previous_started_at", l.StartedAt)
 			return nil
 		}
@@ -98,15 +100,19 @@ func (w *Worker) claimID(ctx context.Context) error {
 }
 
 // answers reports whether a process answers this worker's presence
-// subject (a ping that times out has a responder too: a stalled one).
+// subject. Only an answer counts: a ping that finds no responders, or
+// only subscribers that do not answer (a wildcard subscription, such as
+// nats sub '>'), times out, and so does one to a holder stalled longer than
+// PingTimeout, which the takeover grace then treats as gone.
 func (w *Worker) answers(ctx context.Context) (bool, error) {
 	pctx, cancel := context.WithTimeout(ctx, w.cfg.PingTimeout)
 	defer cancel()
 	_, err := w.cfg.Conn.RequestWithContext(pctx, w.presenceSubject(w.cfg.ID), nil)
 	switch {
-	case err == nil, errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil, errors.Is(err, nats.ErrTimeout):
+	case err == nil:
 		return true, nil
-	case errors.Is(err, nats.ErrNoResponders):
+	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrTimeout),
+		errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		return false, nil
 	}
 	return false, fmt.Errorf("worker: ask whether worker id %q is in use: %w", w.cfg.ID, err)
@@ -119,16 +125,17 @@ func (w *Worker) answers(ctx context.Context) (bool, error) {
 func (w *Worker) confirmID(ctx context.Context) error {
 	live := w.lease
 	live.Live = true
-	next, err := w.fleet.TakeLease(ctx, w.cfg.ID, live, w.leaseRev)
+	next, err := w.fleet.TakeLease(ctx, w.cfg.ID, live, w.leaseRev.Load())
 	if errors.Is(err, fleet.ErrLeaseChanged) {
-		w.leaseRev = 0
+		w.leaseRev.Store(0)
 		l, _, _, _ := w.fleet.ReadLease(ctx, w.cfg.ID)
 		return &DuplicateIDError{ID: w.cfg.ID, Holder: l}
 	}
 	if err != nil {
 		return err
 	}
-	w.lease, w.leaseRev = live, next
+	w.lease = live
+	w.leaseRev.Store(next)
 	return nil
 }
 
@@ -152,16 +159,34 @@ func (w *Worker) releasePredecessor(ctx context.Context) {
 	}
 }
 
+// checkID looks, after this worker's own reconnect, whether another
+// process took its id over while it was cut off (it saw this one gone:
+// its runs were handed on, and both now answer the id's pings), and says
+// so: one of the two must stop.
+func (w *Worker) checkID(ctx context.Context) {
+	if w.leaseRev.Load() == 0 || !w.cfg.Conn.IsConnected() {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, w.cfg.StoreTimeout)
+	defer cancel()
+	l, _, found, err := w.fleet.ReadLease(cctx, w.cfg.ID)
+	if err != nil || !found || l.Instance == w.instance {
+		return
+	}
+	w.log.Error("another process took this worker's id over while this one was cut off from NATS (its runs were handed on to other workers); stop this process, or the other one, and give each worker its own id",
+		"holder_host", l.Host, "holder_pid", l.PID, "holder_started_at", l.StartedAt)
+}
+
 // releaseID deletes the lease at Stop (after the presence responder),
 // unless another process holds it.
 func (w *Worker) releaseID(ctx context.Context) {
-	if w.leaseRev == 0 {
+	rev := w.leaseRev.Swap(0)
+	if rev == 0 {
 		return
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.StoreTimeout)
 	defer cancel()
-	if err := w.fleet.ReleaseLease(rctx, w.cfg.ID, w.leaseRev); err != nil && !errors.Is(err, fleet.ErrLeaseChanged) {
+	if err := w.fleet.ReleaseLease(rctx, w.cfg.ID, rev); err != nil && !errors.Is(err, fleet.ErrLeaseChanged) {
 		w.log.Warn("releasing this worker's id failed; a worker started with it takes it over after a second", "error", err)
 	}
-	w.leaseRev = 0
 }

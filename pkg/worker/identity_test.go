@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lovia-fleet/lovia/internal/fleettest"
@@ -87,6 +88,12 @@ func TestWorkerIDIsHeldOnce(t *testing.T) {
 		waitEvent(t, f, rep.RunID, loop.EventToolCallStarted, 20*time.Second)
 		cfg.Conn.Close() // killed: no goodbye, its lease and holdings stay
 		t.Cleanup(func() { _ = w.Stop(ctx) })
+		// A subscriber that never answers (nats sub '>') does not pass for
+		// the dead holder.
+		spy := f.Connect()
+		_, err = spy.Subscribe("lovia.worker.>", func(*nats.Msg) {})
+		require.NoError(t, err)
+		require.NoError(t, spy.Flush())
 		again, err := start("phoenix")
 		require.NoError(t, err, "restarted with its own id after its process died")
 		// Well before the ack wait (30s), which redelivers it otherwise.

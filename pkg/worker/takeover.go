@@ -103,6 +103,7 @@ func (w *Worker) reaper(ctx context.Context, updates <-chan store.Holdings) {
 				// absences count from now, with the long grace.
 				reconnects, reconnectedAt = n, now
 				clear(absent)
+				w.checkID(ctx)
 				continue
 			}
 			grace := w.takeoverGrace(now, reconnectedAt)

@@ -65,8 +65,9 @@ type Worker struct {
 	freshCkpt   bool                          // a run never claimed has no checkpoint to read (see noSnapshot)
 	loops       atomic.Int32                  // claim loops running
 	claimStops  map[string]context.CancelFunc // by agent: ends its claim loop
-	lease       fleet.Lease                   // of its id (identity.go)
-	leaseRev    uint64                        // the lease's revision while held, else 0
+	lease       fleet.Lease                   // of its id (identity.go), while Start runs
+	instance    string                        // the lease's Instance: this process's, set before the reaper starts
+	leaseRev    atomic.Uint64                 // the lease's revision while held, else 0
 	predecessor bool                          // the lease was taken over from a dead process
 	draining    map[string]bool               // agents removed from the registry whose runs in flight it still claims
 	followDone  chan struct{}
