@@ -18,4 +18,12 @@
 //	defer ann.Stop(ctx)
 //	view := fleet.NewView(reg, time.Second)
 //	ok, _ := view.Serves(ctx, "support")
+//
+// # One process per worker id
+//
+// The bucket also holds each worker id's [Lease] (key id.<worker>): the
+// one process that holds the id. [Registry.CreateLease] takes a free id,
+// [Registry.TakeLease] replaces a lease at the revision read (a takeover
+// from a dead holder, or the holder's own confirmation) and
+// [Registry.ReleaseLease] frees it; pkg/worker runs the protocol.
 package fleet
