@@ -42,3 +42,15 @@ func TestWorkerClaimLimitOnAFreshFleet(t *testing.T) {
 	}, 20*time.Second, 20*time.Millisecond, "waited for the worker to create agent-waiter's consumer; stderr:\n%s", w.stderr)
 	require.Equal(t, 40000, limit("agent-waiter"), "the consumer of an agent applied later")
 }
+
+// A --serve glob that does not parse is refused at start-up, naming it
+// (it matched no agent, silently: the worker served nothing).
+func TestWorkerRefusesABadServeGlob(t *testing.T) {
+	t.Parallel()
+	srv := startJetStream(t)
+	code, out, errs := runCLI(t, getenv(map[string]string{"NATS_URL": srv.ClientURL()}), "worker", "--registry",
+		"--serve", "support,billing-[", "--workspace", t.TempDir(), "--log-level", "warn")
+	require.Equal(t, ExitFailure, code, out+errs)
+	require.Contains(t, errs, `--serve "billing-[": syntax error in pattern`)
+	require.Contains(t, errs, "e.g. 'support,billing-*'")
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"path"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -58,6 +59,9 @@ func registryAgents(ctx context.Context, js jetstream.JetStream, names bus.Names
 	var serve []string
 	for _, p := range strings.Split(wf.serve, ",") {
 		if p = strings.TrimSpace(p); p != "" {
+			if _, err := path.Match(p, ""); err != nil {
+				return nil, nil, fmt.Errorf("--serve %q: %w: give comma-separated agent names or globs, e.g. 'support,billing-*'", p, err)
+			}
 			serve = append(serve, p)
 		}
 	}
