@@ -65,6 +65,7 @@ func runGateway(ctx context.Context, env *Env, args []string) int {
 	fs.Var(&origins, "cors-origin", "origin whose browser pages may call the gateway, e.g. https://app.example.com, or * (repeatable)")
 	logLevel := fs.String("log-level", "info", "log level")
 	logFormat := fs.String("log-format", "", "log format: text or json (default $LOVIA_LOG_FORMAT, then text)")
+	natsWait := addNATSWaitFlag(fs)
 	if _, ok := parse(fs, args); !ok {
 		return ExitUsage
 	}
@@ -104,7 +105,7 @@ func runGateway(ctx context.Context, env *Env, args []string) int {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	if tenants != nil {
-		url, stop, err := startTenantGateway(ctx, env, nf, tenants, *addr, origins, cat, reg, tracing.TracerProvider(), log)
+		url, stop, err := startTenantGateway(ctx, env, nf, *natsWait, tenants, *addr, origins, cat, reg, tracing.TracerProvider(), log)
 		if err != nil {
 			return fail(env.Stderr, err)
 		}
@@ -115,7 +116,7 @@ func runGateway(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "lovia gateway on %s serving tenants %s\n", url, strings.Join(names, ", "))
 		return waitGateway(ctx, env, stop)
 	}
-	nc, err := nf.connect("gateway")
+	nc, err := nf.dial(ctx, "gateway", *natsWait, log)
 	if err != nil {
 		return fail(env.Stderr, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/trace"
@@ -134,7 +135,7 @@ func (t *tenantEntry) flags(env *Env, base *natsFlags) (*natsFlags, error) {
 // startTenantGateway starts a gateway that serves every tenant of a
 // tenants file, each on its own NATS connection; it returns the gateway's
 // URL and a stop function that also closes the connections.
-func startTenantGateway(ctx context.Context, env *Env, base *natsFlags, entries []tenantEntry, addr string, origins []string, cat *catalog.Catalog, reg gateway.MetricsRegistry, tp trace.TracerProvider, log *slog.Logger) (string, func(context.Context) error, error) {
+func startTenantGateway(ctx context.Context, env *Env, base *natsFlags, natsWait time.Duration, entries []tenantEntry, addr string, origins []string, cat *catalog.Catalog, reg gateway.MetricsRegistry, tp trace.TracerProvider, log *slog.Logger) (string, func(context.Context) error, error) {
 	var conns []*nats.Conn
 	closeAll := func() {
 		for _, nc := range conns {
@@ -149,7 +150,7 @@ func startTenantGateway(ctx context.Context, env *Env, base *natsFlags, entries 
 			closeAll()
 			return "", nil, err
 		}
-		nc, err := nf.connect("gateway")
+		nc, err := nf.dial(ctx, "gateway", natsWait, log.With("tenant", t.Name))
 		if err != nil {
 			closeAll()
 			return "", nil, fmt.Errorf("tenant %q: %w", t.Name, err)

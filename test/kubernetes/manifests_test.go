@@ -267,12 +267,14 @@ func checkProbes(t *testing.T, b *build) {
 	require.NotNil(t, g.LivenessProbe, "gateway: no liveness probe")
 	httpPort := listenPort(t, flagValue(g.Args, "http"))
 	require.NotNil(t, g.ReadinessProbe.HTTPGet, "gateway readiness: not an HTTP GET")
-	require.Equal(t, "/healthz", g.ReadinessProbe.HTTPGet.Path)
+	require.Equal(t, "/readyz", g.ReadinessProbe.HTTPGet.Path)
 	require.Equal(t, httpPort, containerPort(t, g, g.ReadinessProbe.HTTPGet.Port))
-	// The gateway's /healthz fails while NATS is away: liveness must not
-	// use it, or a NATS outage restarts every gateway.
-	require.NotNil(t, g.LivenessProbe.TCPSocket, "gateway liveness: use the port, not /healthz")
-	require.Equal(t, httpPort, containerPort(t, g, g.LivenessProbe.TCPSocket.Port))
+	// The gateway's /readyz fails while NATS is away: liveness must not
+	// use it, or a NATS outage restarts every gateway. Its /healthz fails
+	// only on a connection closed for good.
+	require.NotNil(t, g.LivenessProbe.HTTPGet, "gateway liveness: not an HTTP GET")
+	require.Equal(t, "/healthz", g.LivenessProbe.HTTPGet.Path)
+	require.Equal(t, httpPort, containerPort(t, g, g.LivenessProbe.HTTPGet.Port))
 }
 
 // checkWorkerShutdown: the pod's grace period outlasts the worker's
