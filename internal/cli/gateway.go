@@ -57,7 +57,7 @@ func runGateway(ctx context.Context, env *Env, args []string) int {
 	fs := flagSet(env, "gateway", "[--nats URL] [--http ADDR] [--agents FILE] [--token T]... [--tenants FILE] [--cors-origin O]...")
 	nf := addNATSFlags(fs, env)
 	addr := fs.String("http", ":8080", "HTTP listen address")
-	agents := fs.String("agents", "", "agents file: validate agent names and serve the agents list here too")
+	agents := fs.String("agents", "", "agents file: validate agent names and serve the agents list here too (with --tenants: each tenant's agents in the tenants file)")
 	var tokens multiFlag
 	fs.Var(&tokens, "token", "bearer token clients must present (repeatable; also $LOVIA_TOKENS, comma-separated)")
 	tenantsPath := fs.String("tenants", "", "tenants file: serve several tenants, each a fleet in its own NATS account, with tokens bound to each (see the README's Tenants section)")
@@ -90,6 +90,9 @@ func runGateway(ctx context.Context, env *Env, args []string) int {
 		if len(tokens) > 0 {
 			return usageErr(env, fs, "--tenants binds tokens to tenants: give tokens in the tenants file, not with --token or $LOVIA_TOKENS")
 		}
+		if *agents != "" {
+			return usageErr(env, fs, "--tenants serves each tenant its own agents: give each tenant its agents file as `agents: FILE` in the tenants file, not with --agents")
+		}
 		if tenants, err = readTenants(env, *tenantsPath); err != nil {
 			return fail(env.Stderr, err)
 		}
@@ -105,7 +108,7 @@ func runGateway(ctx context.Context, env *Env, args []string) int {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	if tenants != nil {
-		url, stop, err := startTenantGateway(ctx, env, nf, *natsWait, tenants, *addr, origins, cat, reg, tracing.TracerProvider(), log)
+		url, stop, err := startTenantGateway(ctx, env, nf, *natsWait, tenants, *addr, origins, reg, tracing.TracerProvider(), log)
 		if err != nil {
 			return fail(env.Stderr, err)
 		}
