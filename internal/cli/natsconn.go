@@ -27,7 +27,26 @@ const natsLogEvery = 15 * time.Second
 
 // addNATSWaitFlag adds --nats-wait to a long-lived process's flags.
 func addNATSWaitFlag(fs *flag.FlagSet) *time.Duration {
-	return fs.Duration("nats-wait", DefaultNATSWait, "how long start-up waits for a NATS server to accept the connection, retrying every second (0: do not wait)")
+	d := DefaultNATSWait
+	fs.Var((*waitFlag)(&d), "nats-wait", "how long start-up waits for a NATS server to accept the connection, retrying every second (0: do not wait)")
+	return &d
+}
+
+// waitFlag is a duration flag that refuses negative values.
+type waitFlag time.Duration
+
+func (w *waitFlag) String() string { return time.Duration(*w).String() }
+
+func (w *waitFlag) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration: write it as 30s, 2m or 0", s)
+	}
+	if d < 0 {
+		return fmt.Errorf("%s is negative: give 0 (do not wait) or more", s)
+	}
+	*w = waitFlag(d)
+	return nil
 }
 
 // dial opens the connection of a long-lived process (a worker, a

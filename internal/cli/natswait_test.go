@@ -133,4 +133,13 @@ func TestStartupWaitsForNATS(t *testing.T) {
 		require.Contains(t, c.stderr.String(), "the server refused these credentials")
 		require.NotContains(t, c.stderr.String(), "waiting for NATS")
 	})
+
+	t.Run("a bad --nats-wait is a usage error", func(t *testing.T) {
+		t.Parallel()
+		for value, want := range map[string]string{"-1s": "-1s is negative: give 0", "soon": `"soon" is not a duration`} {
+			code, _, errs := runCLI(t, getenv(nil), "worker", "--nats-wait", value)
+			require.Equal(t, ExitUsage, code, errs)
+			require.Contains(t, errs, "invalid value \""+value+"\" for flag -nats-wait: "+want)
+		}
+	})
 }
