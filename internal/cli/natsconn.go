@@ -28,7 +28,7 @@ const natsLogEvery = 15 * time.Second
 // addNATSWaitFlag adds --nats-wait to a long-lived process's flags.
 func addNATSWaitFlag(fs *flag.FlagSet) *time.Duration {
 	d := DefaultNATSWait
-	fs.Var((*waitFlag)(&d), "nats-wait", "how long start-up waits for a NATS server to accept the connection, retrying every second (0: do not wait)")
+	fs.Var((*waitFlag)(&d), "nats-wait", "how long start-up waits for a NATS server to accept the connection, retrying every second: a `duration` (0: do not wait)")
 	return &d
 }
 
