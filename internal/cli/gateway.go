@@ -108,7 +108,7 @@ func runGateway(ctx context.Context, env *Env, args []string) int {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	if tenants != nil {
-		url, stop, err := startTenantGateway(ctx, env, nf, *natsWait, tenants, *addr, origins, reg, tracing.TracerProvider(), log)
+		url, stop, err := startTenantGateway(ctx, env, nf, tenants, *addr, origins, reg, tracing.TracerProvider(), log)
 		if err != nil {
 			return fail(env.Stderr, err)
 		}

@@ -17,6 +17,9 @@ import (
 // NATS server to accept its connection (--nats-wait).
 const DefaultNATSWait = 2 * time.Minute
 
+// waitForever makes dial wait for NATS until its ctx ends.
+const waitForever time.Duration = -1
+
 // natsRetryEvery is the pause between two connection attempts while a
 // process waits for NATS at start-up.
 const natsRetryEvery = time.Second
@@ -52,7 +55,8 @@ func (w *waitFlag) Set(s string) error {
 // dial opens the connection of a long-lived process (a worker, a
 // gateway): it reconnects for as long as the process runs, logs losing
 // and regaining the server, and at start-up waits up to wait for a server
-// that does not answer yet (logging that it waits), until ctx ends. A
+// that does not answer yet (logging that it waits; waitForever: until
+// ctx ends). A
 // refused login, a TLS failure or a bad option fails at once.
 func (f *natsFlags) dial(ctx context.Context, name string, wait time.Duration, log *slog.Logger) (*nats.Conn, error) {
 	opts, err := f.options(name)
@@ -74,16 +78,22 @@ func (f *natsFlags) dial(ctx context.Context, name string, wait time.Duration, l
 			return nil, f.connectError(err)
 		}
 		waited := time.Since(start)
-		if waited >= wait {
+		if wait != waitForever && waited >= wait {
 			if wait == 0 {
 				return nil, f.connectError(err)
 			}
 			return nil, fmt.Errorf("no NATS server accepted a connection at %s within --nats-wait %s: %w (start NATS, or pass --nats / set NATS_URL to where it listens; --nats-wait sets how long start-up waits)", f.shown(), wait, err)
 		}
-		if waiting.due() {
-			log.Warn(fmt.Sprintf("waiting for NATS at %s, retrying", f.shown()), "error", err, "waited", waited.Round(time.Second), "gives_up_after", wait)
+		pause := natsRetryEvery
+		args := []any{"error", err, "waited", waited.Round(time.Second)}
+		if wait != waitForever {
+			pause = min(pause, wait-waited)
+			args = append(args, "gives_up_after", wait)
 		}
-		t := time.NewTimer(min(natsRetryEvery, wait-waited))
+		if waiting.due() {
+			log.Warn(fmt.Sprintf("waiting for NATS at %s, retrying", f.shown()), args...)
+		}
+		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			t.Stop()

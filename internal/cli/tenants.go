@@ -11,7 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/trace"
@@ -190,7 +190,7 @@ func (t *tenantEntry) flags(env *Env, base *natsFlags) (*natsFlags, error) {
 // startTenantGateway starts a gateway that serves every tenant of a
 // tenants file, each on its own NATS connection; it returns the gateway's
 // URL and a stop function that also closes the connections.
-func startTenantGateway(ctx context.Context, env *Env, base *natsFlags, natsWait time.Duration, entries []tenantEntry, addr string, origins []string, reg gateway.MetricsRegistry, tp trace.TracerProvider, log *slog.Logger) (string, func(context.Context) error, error) {
+func startTenantGateway(ctx context.Context, env *Env, base *natsFlags, entries []tenantEntry, addr string, origins []string, reg gateway.MetricsRegistry, tp trace.TracerProvider, log *slog.Logger) (string, func(context.Context) error, error) {
 	flags := make([]*natsFlags, len(entries))
 	cats := make([]*catalog.Catalog, len(entries))
 	for i := range entries {
@@ -211,50 +211,60 @@ func startTenantGateway(ctx context.Context, env *Env, base *natsFlags, natsWait
 	if err := checkLogins(entries, flags); err != nil {
 		return "", nil, err
 	}
+	// Each tenant's fleet is opened once the gateway serves, in the
+	// background: a tenant whose NATS is out of reach (or refuses the
+	// login) is answered 503 and tried again, and the others are served.
+	var mu sync.Mutex
 	var conns []*nats.Conn
 	closeAll := func() {
+		mu.Lock()
+		defer mu.Unlock()
 		for _, nc := range conns {
 			nc.Close()
 		}
 	}
-	var tenants []gateway.Tenant
+	tenants := make([]gateway.Tenant, len(entries))
 	for i := range entries {
 		t, nf, cat := &entries[i], flags[i], cats[i]
-		nc, err := nf.dial(ctx, "gateway", natsWait, log.With("tenant", t.Name))
-		if err != nil {
-			closeAll()
-			return "", nil, fmt.Errorf("tenant %q: %w", t.Name, err)
-		}
-		conns = append(conns, nc)
 		tlog := log.With("tenant", t.Name)
-		_, st, err := openFleet(ctx, nc, bus.ProvisionConfig{Prefix: nf.prefix, SkipWorkers: true}, store.Config{Logger: tlog})
-		if err != nil {
-			closeAll()
-			return "", nil, fmt.Errorf("tenant %q: %w", t.Name, err)
+		open := func(ctx context.Context) (gateway.TenantFleet, error) {
+			nc, err := nf.dial(ctx, "gateway", waitForever, tlog)
+			if err != nil {
+				return gateway.TenantFleet{}, err
+			}
+			fail := func(err error) (gateway.TenantFleet, error) {
+				nc.Close()
+				return gateway.TenantFleet{}, err
+			}
+			_, st, err := openFleet(ctx, nc, bus.ProvisionConfig{Prefix: nf.prefix, SkipWorkers: true}, store.Config{Logger: tlog})
+			if err != nil {
+				return fail(err)
+			}
+			api, err := service.NewAPI(service.Config{Conn: nc, Store: st, Prefix: nf.prefix, Catalog: cat, Logger: tlog, AgentOptions: agentOptions(env), Tracing: tp})
+			if err != nil {
+				return fail(err)
+			}
+			c, err := client.New(nc, client.Options{Prefix: nf.prefix})
+			if err != nil {
+				return fail(err)
+			}
+			mu.Lock()
+			conns = append(conns, nc)
+			mu.Unlock()
+			tlog.Info("tenant connected", "nats", nf.shown(), "prefix", nf.prefix)
+			return gateway.TenantFleet{API: api, Client: c, Conn: nc}, nil
 		}
-		api, err := service.NewAPI(service.Config{Conn: nc, Store: st, Prefix: nf.prefix, Catalog: cat, Logger: tlog, AgentOptions: agentOptions(env), Tracing: tp})
-		if err != nil {
-			closeAll()
-			return "", nil, fmt.Errorf("tenant %q: %w", t.Name, err)
-		}
-		c, err := client.New(nc, client.Options{Prefix: nf.prefix})
-		if err != nil {
-			closeAll()
-			return "", nil, fmt.Errorf("tenant %q: %w", t.Name, err)
-		}
-		tenants = append(tenants, gateway.Tenant{Name: t.Name, Tokens: t.Tokens, API: api, Client: c, Conn: nc})
+		tenants[i] = gateway.Tenant{Name: t.Name, Tokens: t.Tokens, Open: open}
 	}
 	gw, err := gateway.New(gateway.Config{Tenants: tenants, Addr: addr, CORSOrigins: origins, Logger: log, Metrics: reg})
 	if err != nil {
-		closeAll()
 		return "", nil, fmt.Errorf("--tenants: %w", err)
 	}
 	if err := gw.Start(ctx); err != nil {
-		closeAll()
 		return "", nil, fmt.Errorf("gateway on %s: %w (use --http to pick another address)", addr, err)
 	}
 	stop := func(ctx context.Context) error {
-		defer closeAll()
+		defer closeAll() // after Stop, which waits for the tenants being opened
 		return gw.Stop(ctx)
 	}
 	return shownURL(gw.Addr()), stop, nil

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -47,7 +48,8 @@ accounts: {
 // tenant's token lists and submits to its own agents only, never another
 // tenant's (their instructions are not shown to it, a run for them is
 // UnknownAgent, not accepted to wait for ever). One --agents for every
-// tenant is refused.
+// tenant is refused. A tenant whose NATS is not there does not keep the
+// gateway from serving the others.
 func TestTenantsEachHaveTheirAgents(t *testing.T) {
 	t.Parallel()
 	userURL := startAccountsServer(t)
@@ -77,7 +79,10 @@ tenants:
     tokens: [token-b]
     agents: b.yaml
     nats: {url: %q}
-`, userURL("a", "pa"), userURL("b", "pb"))), 0o600))
+  - name: team-c
+    tokens: [token-c]
+    nats: {url: "nats://127.0.0.1:%d"}
+`, userURL("a", "pa"), userURL("b", "pb"), freePort(t))), 0o600))
 
 	t.Run("--agents with --tenants is refused", func(t *testing.T) {
 		var errb bytes.Buffer
@@ -105,7 +110,27 @@ tenants:
 		require.NoError(t, err)
 		return resp.StatusCode, string(data)
 	}
-	code, body := call("token-a", http.MethodGet, "/v1/agents", "")
+	// Tenant C's NATS is not there: the gateway serves A and B, and
+	// answers C 503 while it keeps trying.
+	var code int
+	var body string
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		resp, err := http.Get(gw.base + "/readyz")
+		if !assert.NoError(c, err) {
+			return
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		assert.Equal(c, http.StatusOK, resp.StatusCode)
+		assert.Contains(c, string(data), `"tenants":{"team-a":"connected","team-b":"connected","team-c":"starting"}`)
+		assert.Contains(c, string(data), `"status":"degraded"`)
+	}, 30*time.Second, 20*time.Millisecond, "waited for the gateway to serve tenants A and B without C:\n%s", gw.stderr)
+	code, body = call("token-c", http.MethodGet, "/v1/agents", "")
+	require.Equal(t, http.StatusServiceUnavailable, code, body)
+	require.Contains(t, body, "the gateway has not reached the fleet of tenant team-c yet")
+	require.Contains(t, gw.stderr.String(), "waiting for NATS at nats://127.0.0.1:")
+
+	code, body = call("token-a", http.MethodGet, "/v1/agents", "")
 	require.Equal(t, http.StatusOK, code, body)
 	require.Contains(t, body, `"alpha"`)
 	require.NotContains(t, body, `"beta"`)

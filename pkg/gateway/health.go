@@ -15,7 +15,7 @@ type health struct {
 	// "unavailable" or "stopping" (readyz).
 	Status string `json:"status"`
 	// NATS is the connection's state: "connected", "reconnecting",
-	// "closed", …. On a gateway that serves tenants it is the first
+	// "closed", … ("starting": a tenant not opened yet). On a gateway that serves tenants it is the first
 	// tenant connection's state that is not "connected", if any.
 	NATS string `json:"nats"`
 	// Tenants is each tenant's connection state, on a gateway that serves
@@ -34,17 +34,20 @@ func natsState(nc *nats.Conn) string { return strings.ToLower(nc.Status().String
 func (g *Gateway) states() (h health, closed, down []string) {
 	h.NATS = "connected"
 	for _, f := range g.fleets() {
-		state := natsState(f.cfg.Conn)
+		state := "starting" // a tenant not opened yet
+		if !f.opening() {
+			state = natsState(f.cfg.Conn)
+		}
 		if f.tenant != "" {
 			if h.Tenants == nil {
 				h.Tenants = map[string]string{}
 			}
 			h.Tenants[f.tenant] = state
 		}
-		if f.cfg.Conn.IsClosed() {
+		if !f.opening() && f.cfg.Conn.IsClosed() {
 			closed = append(closed, f.tenant)
 		}
-		if !f.cfg.Conn.IsConnected() {
+		if f.opening() || !f.cfg.Conn.IsConnected() {
 			if len(down) == 0 {
 				h.NATS = state
 			}
@@ -115,6 +118,13 @@ func tenantsSuffix(names []string) string {
 // natsDown is the reply to a request for a fleet whose NATS connection is
 // not connected, or nil when it is.
 func (g *Gateway) natsDown() *httpError {
+	if g.opening() {
+		msg := "the gateway has not reached the fleet" + g.tenantSuffix() + " yet"
+		if last := g.openErr.Load(); last != nil {
+			msg += ": " + *last
+		}
+		return newError(http.StatusServiceUnavailable, TypeUnavailable, msg, "it keeps trying: retry shortly")
+	}
 	if g.cfg.Conn.IsConnected() {
 		return nil
 	}

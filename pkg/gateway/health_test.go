@@ -3,9 +3,11 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -165,4 +167,77 @@ func TestTenantOutage(t *testing.T) {
 	code, st = probe(t, base, "/readyz")
 	require.Equal(t, http.StatusOK, code, "%+v", st)
 	require.Equal(t, "degraded", st.Status)
+}
+
+// A tenant given with Open is opened once the gateway serves, in the
+// background: until then (its NATS out of reach, an Open that fails and
+// is tried again) its requests are 503 and the other tenants are served;
+// Stop ends an Open that is still waiting.
+func TestTenantOpenedLater(t *testing.T) {
+	t.Parallel()
+	fa := fleettest.Start(t, fleettest.Options{AgentsYAML: "agents:\n  - name: alpha\n    model: scripted\n    script: [{text: a}]\n", Workers: -1})
+	fb := fleettest.Start(t, fleettest.Options{AgentsYAML: "agents:\n  - name: beta\n    model: scripted\n    script: [{text: b}]\n", Workers: -1})
+	release := make(chan struct{})
+	var opens atomic.Int32
+	openB := func(ctx context.Context) (gateway.TenantFleet, error) {
+		if opens.Add(1) == 1 {
+			return gateway.TenantFleet{}, errors.New("nats: authorization violation")
+		}
+		select {
+		case <-release:
+			return gateway.TenantFleet{API: fb.API, Client: fb.Client, Conn: fb.Conn}, nil
+		case <-ctx.Done():
+			return gateway.TenantFleet{}, ctx.Err()
+		}
+	}
+	never := func(ctx context.Context) (gateway.TenantFleet, error) {
+		<-ctx.Done()
+		return gateway.TenantFleet{}, ctx.Err()
+	}
+	cfg := gateway.Config{Addr: "127.0.0.1:0", Tenants: []gateway.Tenant{
+		{Name: "a", Tokens: []string{"tok-a"}, API: fa.API, Client: fa.Client, Conn: fa.Conn},
+		{Name: "b", Tokens: []string{"tok-b"}, Open: openB},
+		{Name: "c", Tokens: []string{"tok-c"}, Open: never},
+	}}
+	gw, err := gateway.New(cfg)
+	require.NoError(t, err)
+	require.NoError(t, gw.Start(context.Background()))
+	base := "http://" + gw.Addr()
+
+	code, st := probe(t, base, "/readyz")
+	require.Equal(t, http.StatusOK, code, "%+v", st)
+	require.Equal(t, "degraded", st.Status)
+	require.Equal(t, map[string]string{"a": "connected", "b": "starting", "c": "starting"}, st.Tenants)
+	code, data := call(t, base, "tok-a", http.MethodGet, "/v1/agents", "")
+	require.Equal(t, http.StatusOK, code, "tenant a is served while b and c are opened: %s", data)
+	// b's first Open failed: its requests say why, until the next one.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		code, data := call(t, base, "tok-b", http.MethodGet, "/v1/agents", "")
+		assert.Equal(c, http.StatusServiceUnavailable, code)
+		assert.Contains(c, string(data), "the gateway has not reached the fleet of tenant b yet: nats: authorization violation")
+	}, 10*time.Second, 10*time.Millisecond, "waited for tenant b's requests to say why it is not served")
+
+	close(release)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		code, data := call(t, base, "tok-b", http.MethodGet, "/v1/agents", "")
+		assert.Equal(c, http.StatusOK, code, "%s", data)
+		assert.Contains(c, string(data), `"beta"`)
+	}, 30*time.Second, 50*time.Millisecond, "waited for tenant b to be served once its Open succeeded (after the retry, %s)", gateway.TenantOpenRetry)
+	code, st = probe(t, base, "/readyz")
+	require.Equal(t, map[string]string{"a": "connected", "b": "connected", "c": "starting"}, st.Tenants, "%d %+v", code, st)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, gw.Stop(ctx), "Stop ends tenant c's Open and stops tenant b's micro service")
+}
+
+func TestTenantOpenConfig(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: agents, Workers: -1})
+	open := func(context.Context) (gateway.TenantFleet, error) { return gateway.TenantFleet{}, nil }
+	_, err := gateway.New(gateway.Config{Tenants: []gateway.Tenant{{Name: "a", Tokens: []string{"t"}, API: f.API, Open: open}}})
+	require.ErrorIs(t, err, gateway.ErrInvalidConfig)
+	require.ErrorContains(t, err, "Tenants[0].Open: opens the tenant's API, Client and Conn: give Open or them, not both")
+	_, err = gateway.New(gateway.Config{Tenants: []gateway.Tenant{{Name: "a", Tokens: []string{"t"}}}})
+	require.ErrorContains(t, err, "Tenants[0].API: is required")
 }
