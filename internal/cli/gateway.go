@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -69,11 +70,21 @@ func runGateway(ctx context.Context, env *Env, args []string) int {
 	if _, ok := parse(fs, args); !ok {
 		return ExitUsage
 	}
+	for i, t := range tokens {
+		if tokens[i] = strings.TrimSpace(t); tokens[i] == "" {
+			return usageErr(env, fs, "--token is empty: give the token clients must present")
+		}
+	}
 	if v := env.Getenv("LOVIA_TOKENS"); v != "" {
+		n := len(tokens)
 		for _, t := range strings.Split(v, ",") {
 			if t = strings.TrimSpace(t); t != "" {
 				tokens = append(tokens, t)
 			}
+		}
+		if len(tokens) == n {
+			// Set but empty of tokens: fail closed, not open to anyone.
+			return fail(env.Stderr, errors.New("$LOVIA_TOKENS is set but holds no token: set it to comma-separated tokens, or unset it to serve without authentication"))
 		}
 	}
 	log, err := logger(env, *logLevel, *logFormat)

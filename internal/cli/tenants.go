@@ -97,6 +97,11 @@ func readTenants(env *Env, path string) ([]tenantEntry, error) {
 		if t.Agents != "" && !filepath.IsAbs(t.Agents) {
 			t.Agents = filepath.Join(filepath.Dir(path), t.Agents)
 		}
+		for j, tok := range t.Tokens {
+			if t.Tokens[j] = strings.TrimSpace(tok); t.Tokens[j] == "" {
+				return nil, fmt.Errorf("--tenants %s: tenant %q has an empty token in tokens: remove it", path, t.Name)
+			}
+		}
 		if t.TokensEnv != "" {
 			v := env.Getenv(t.TokensEnv)
 			if strings.TrimSpace(v) == "" {

@@ -44,6 +44,7 @@ tenants:
 		"no tokens":      {"tenants:\n  - name: a\n", `tenant "a" has no tokens`},
 		"user alone":     {"tenants:\n  - name: a\n    tokens: [x]\n    nats: {user: u}\n", "nats.user and nats.password_env go together"},
 		"empty password": {"tenants:\n  - name: a\n    tokens: [x]\n    nats: {user: u, password_env: NOPE}\n", "NATS password from $NOPE"},
+		"empty token":    {"tenants:\n  - name: a\n    tokens: [x, \" \"]\n", `tenant "a" has an empty token in tokens: remove it`},
 		"twice":          {"tenants:\n  - name: a\n    tokens: [x]\n  - name: a\n    tokens: [y]\n", `tenant "a" is listed twice`},
 		"bad name":       {"tenants:\n  - name: team a\n    tokens: [x]\n", `tenants[0]: name "team a": give each tenant a name of letters`},
 		"no name":        {"tenants:\n  - tokens: [x]\n", `tenants[0]: name "": give each tenant a name`},
