@@ -107,8 +107,8 @@ type Tenant struct {
 	// whose NATS is out of reach does not keep the gateway from serving
 	// the others. Until it returns, the tenant's requests are answered
 	// 503 Unavailable and GET /readyz reports the tenant "starting". A
-	// failure is logged and Open called again TenantOpenRetry later; ctx
-	// ends when the gateway stops.
+	// failure is logged and Open called again TenantOpenRetry later, the
+	// pause doubling up to a minute; ctx ends when the gateway stops.
 	Open func(ctx context.Context) (TenantFleet, error)
 }
 
@@ -120,8 +120,11 @@ type TenantFleet struct {
 	Conn   *nats.Conn
 }
 
-// TenantOpenRetry is the pause after a Tenant.Open that failed.
+// TenantOpenRetry is the pause after a Tenant.Open that failed first;
+// it doubles after each failure, up to maxTenantOpenRetry.
 const TenantOpenRetry = 5 * time.Second
+
+const maxTenantOpenRetry = time.Minute
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {

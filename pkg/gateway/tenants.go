@@ -113,6 +113,7 @@ func (g *Gateway) openTenants() {
 func (g *Gateway) openTenant(ctx context.Context, i int, t Tenant) {
 	defer g.openWG.Done()
 	ph := g.fleets()[i]
+	pause := TenantOpenRetry
 	for {
 		err := g.attach(ctx, i, t)
 		if err == nil {
@@ -123,12 +124,13 @@ func (g *Gateway) openTenant(ctx context.Context, i int, t Tenant) {
 		}
 		msg := err.Error()
 		ph.openErr.Store(&msg)
-		g.log.Error("gateway: opening the tenant's fleet failed; retrying", "tenant", t.Name, "error", err, "retry_in", TenantOpenRetry)
+		g.log.Error("gateway: opening the tenant's fleet failed; retrying", "tenant", t.Name, "error", err, "retry_in", pause)
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(TenantOpenRetry):
+		case <-time.After(pause):
 		}
+		pause = min(2*pause, maxTenantOpenRetry)
 	}
 }
 
