@@ -261,6 +261,8 @@ func checkProbes(t *testing.T, b *build) {
 	require.Equal(t, "/readyz", w.ReadinessProbe.HTTPGet.Path)
 	require.Equal(t, "/healthz", w.LivenessProbe.HTTPGet.Path)
 	require.Equal(t, "/healthz", w.StartupProbe.HTTPGet.Path)
+	require.GreaterOrEqual(t, time.Duration(w.StartupProbe.PeriodSeconds*w.StartupProbe.FailureThreshold)*time.Second, cli.DefaultNATSWait,
+		"worker: the startup probe gives up before start-up stops waiting for NATS")
 
 	g := container(t, b.deployments[gatewayName])
 	require.NotNil(t, g.ReadinessProbe, "gateway: no readiness probe")
@@ -275,6 +277,12 @@ func checkProbes(t *testing.T, b *build) {
 	require.NotNil(t, g.LivenessProbe.HTTPGet, "gateway liveness: not an HTTP GET")
 	require.Equal(t, "/healthz", g.LivenessProbe.HTTPGet.Path)
 	require.Equal(t, httpPort, containerPort(t, g, g.LivenessProbe.HTTPGet.Port))
+	// Start-up waits for NATS for up to --nats-wait (2m): the startup
+	// probe lets it, liveness starts after.
+	require.NotNil(t, g.StartupProbe, "gateway: no startup probe")
+	require.Equal(t, "/healthz", g.StartupProbe.HTTPGet.Path)
+	require.GreaterOrEqual(t, time.Duration(g.StartupProbe.PeriodSeconds*g.StartupProbe.FailureThreshold)*time.Second, cli.DefaultNATSWait,
+		"gateway: the startup probe gives up before start-up stops waiting for NATS")
 }
 
 // checkWorkerShutdown: the pod's grace period outlasts the worker's
