@@ -2,9 +2,10 @@
 // (docs/protocol.md#http-gateway) and the `lovia` NATS micro service; it is
 // `lovia gateway` under its own name (same flags):
 //
-//	gateway [--nats URL] [--http ADDR] [--prefix P] [--token T]... [--agents FILE]
+//	gateway [--nats URL] [--nats-wait 2m] [--http ADDR] [--prefix P] [--token T]... [--agents FILE] [--tenants FILE]
 //
-// It serves until SIGINT or SIGTERM, then stops gracefully. The routes live
+// It waits up to --nats-wait for NATS at start, serves until SIGINT or
+// SIGTERM, then stops gracefully. The routes live
 // in package gateway, the wiring in the command line's gateway command.
 package main
 

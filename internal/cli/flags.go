@@ -82,13 +82,35 @@ func addNATSFlags(fs *flag.FlagSet, env *Env) *natsFlags {
 }
 
 func (f *natsFlags) connect(name string) (*nats.Conn, error) {
+	opts, err := f.options(name)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(f.url, opts...)
+	if err != nil {
+		return nil, f.connectError(err)
+	}
+	return nc, nil
+}
+
+// longLived names the connections of processes that run until stopped:
+// they reconnect for as long as they run.
+func longLived(name string) bool {
+	return name == "worker" || name == "gateway" || name == "tool services"
+}
+
+// options are the connection options of a command's connection.
+func (f *natsFlags) options(name string) ([]nats.Option, error) {
 	opts := []nats.Option{nats.Name("lovia " + name), nats.Timeout(5 * time.Second)}
-	if name == "worker" || name == "gateway" {
-		// Long-lived processes keep reconnecting for as long as they run,
-		// and notice a server that stopped answering (a paused or
-		// partitioned node) within about 15s instead of the library's 4
-		// minutes, so they move to another node of the cluster.
-		opts = append(opts, nats.MaxReconnects(-1), nats.PingInterval(5*time.Second), nats.MaxPingsOutstanding(3))
+	if longLived(name) {
+		// Long-lived processes keep reconnecting for as long as they run —
+		// also through refused logins, which a credential rotation causes
+		// for a moment (the library gives up after two in a row) — and
+		// notice a server that stopped answering (a paused or partitioned
+		// node) within about 15s instead of the library's 4 minutes, so
+		// they move to another node of the cluster.
+		opts = append(opts, nats.MaxReconnects(-1), nats.IgnoreAuthErrorAbort(),
+			nats.PingInterval(5*time.Second), nats.MaxPingsOutstanding(3))
 	}
 	if f.creds != "" && f.nkey != "" {
 		return nil, fmt.Errorf("--creds and --nkey are two ways to log in to NATS: give one")
@@ -112,15 +134,22 @@ func (f *natsFlags) connect(name string) (*nats.Conn, error) {
 		}
 		opts = append(opts, opt)
 	}
-	nc, err := nats.Connect(f.url, opts...)
-	if err != nil {
-		hint := "start one with `lovia dev`, or pass --nats / set NATS_URL"
-		if errors.Is(err, nats.ErrAuthorization) || strings.Contains(strings.ToLower(err.Error()), "authorization") {
-			hint = "the server refused these credentials: check --creds, --nkey or the user:password in --nats (see docs/nats.md#permissions)"
-		}
-		return nil, fmt.Errorf("cannot connect to NATS at %s: %w (%s)", f.shown(), err, hint)
+	return opts, nil
+}
+
+// connectError is a failed connect's error, with what to do next.
+func (f *natsFlags) connectError(err error) error {
+	hint := "start one with `lovia dev`, or pass --nats / set NATS_URL"
+	if refusedLogin(err) {
+		hint = "the server refused these credentials: check --creds, --nkey or the user:password in --nats (see docs/nats.md#permissions)"
 	}
-	return nc, nil
+	return fmt.Errorf("cannot connect to NATS at %s: %w (%s)", f.shown(), err, hint)
+}
+
+// refusedLogin reports whether err is the server refusing a login.
+func refusedLogin(err error) bool {
+	return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) ||
+		strings.Contains(strings.ToLower(err.Error()), "authorization")
 }
 
 func (f *natsFlags) client(name string) (*client.Client, *nats.Conn, error) {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -57,7 +58,7 @@ func runGateway(ctx context.Context, env *Env, args []string) int {
 	fs := flagSet(env, "gateway", "[--nats URL] [--http ADDR] [--agents FILE] [--token T]... [--tenants FILE] [--cors-origin O]...")
 	nf := addNATSFlags(fs, env)
 	addr := fs.String("http", ":8080", "HTTP listen address")
-	agents := fs.String("agents", "", "agents file: validate agent names and serve the agents list here too")
+	agents := fs.String("agents", "", "agents file: validate agent names and serve the agents list here too (with --tenants: each tenant's agents in the tenants file)")
 	var tokens multiFlag
 	fs.Var(&tokens, "token", "bearer token clients must present (repeatable; also $LOVIA_TOKENS, comma-separated)")
 	tenantsPath := fs.String("tenants", "", "tenants file: serve several tenants, each a fleet in its own NATS account, with tokens bound to each (see the README's Tenants section)")
@@ -65,14 +66,25 @@ func runGateway(ctx context.Context, env *Env, args []string) int {
 	fs.Var(&origins, "cors-origin", "origin whose browser pages may call the gateway, e.g. https://app.example.com, or * (repeatable)")
 	logLevel := fs.String("log-level", "info", "log level")
 	logFormat := fs.String("log-format", "", "log format: text or json (default $LOVIA_LOG_FORMAT, then text)")
+	natsWait := addNATSWaitFlag(fs)
 	if _, ok := parse(fs, args); !ok {
 		return ExitUsage
 	}
+	for i, t := range tokens {
+		if tokens[i] = strings.TrimSpace(t); tokens[i] == "" {
+			return usageErr(env, fs, "--token is empty: give the token clients must present")
+		}
+	}
 	if v := env.Getenv("LOVIA_TOKENS"); v != "" {
+		n := len(tokens)
 		for _, t := range strings.Split(v, ",") {
 			if t = strings.TrimSpace(t); t != "" {
 				tokens = append(tokens, t)
 			}
+		}
+		if len(tokens) == n {
+			// Set but empty of tokens: fail closed, not open to anyone.
+			return fail(env.Stderr, errors.New("$LOVIA_TOKENS is set but holds no token: set it to comma-separated tokens, or unset it to serve without authentication"))
 		}
 	}
 	log, err := logger(env, *logLevel, *logFormat)
@@ -89,6 +101,9 @@ func runGateway(ctx context.Context, env *Env, args []string) int {
 		if len(tokens) > 0 {
 			return usageErr(env, fs, "--tenants binds tokens to tenants: give tokens in the tenants file, not with --token or $LOVIA_TOKENS")
 		}
+		if *agents != "" {
+			return usageErr(env, fs, "--tenants serves each tenant its own agents: give each tenant its agents file as `agents: FILE` in the tenants file, not with --agents")
+		}
 		if tenants, err = readTenants(env, *tenantsPath); err != nil {
 			return fail(env.Stderr, err)
 		}
@@ -104,7 +119,7 @@ func runGateway(ctx context.Context, env *Env, args []string) int {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	if tenants != nil {
-		url, stop, err := startTenantGateway(ctx, env, nf, tenants, *addr, origins, cat, reg, tracing.TracerProvider(), log)
+		url, stop, err := startTenantGateway(ctx, env, nf, tenants, *addr, origins, reg, tracing.TracerProvider(), log)
 		if err != nil {
 			return fail(env.Stderr, err)
 		}
@@ -115,7 +130,7 @@ func runGateway(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "lovia gateway on %s serving tenants %s\n", url, strings.Join(names, ", "))
 		return waitGateway(ctx, env, stop)
 	}
-	nc, err := nf.connect("gateway")
+	nc, err := nf.dial(ctx, "gateway", *natsWait, log)
 	if err != nil {
 		return fail(env.Stderr, err)
 	}

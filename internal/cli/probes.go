@@ -41,14 +41,16 @@ const (
 
 // workerProbes answers a worker process's probes on its --metrics listener.
 //
-// GET /healthz is liveness: 200 while the process serves HTTP. A NATS
-// outage is not a reason to restart a worker (its connection reconnects
-// for as long as it runs), so liveness does not look at NATS.
+// GET /healthz is liveness: 200 while the process serves HTTP and its
+// NATS connection is connected or reconnecting. A NATS outage is not a
+// reason to restart a worker (its connection reconnects for as long as
+// it runs); a closed connection is: it never comes back, so liveness
+// answers 503 and the process should be restarted.
 //
 // GET /readyz is readiness: 200 once the worker has provisioned (or found)
 // the streams and is claiming, while NATS is connected and the consumers
-// of its agents answer; 503 with the reason otherwise, and from the moment
-// the ordered shutdown begins.
+// of its agents answer; 503 with the reason otherwise (reconnecting,
+// closed), and from the moment the ordered shutdown begins.
 type workerProbes struct {
 	nc        *nats.Conn
 	js        jetstream.JetStream
@@ -96,8 +98,8 @@ func (p *workerProbes) stopping() { p.state.Store(probeStopping) }
 
 // probeStatus is the body of /healthz and /readyz.
 type probeStatus struct {
-	// Status is "ok" (healthz), or "ready", "starting", "stopping",
-	// "unavailable" (readyz).
+	// Status is "ok" or "unavailable" (healthz: the connection is closed),
+	// or "ready", "starting", "stopping", "unavailable" (readyz).
 	Status string `json:"status"`
 	// NATS is the connection's state: "connected", "reconnecting", ….
 	NATS string `json:"nats"`
@@ -106,8 +108,16 @@ type probeStatus struct {
 }
 
 func (p *workerProbes) healthz(w http.ResponseWriter, _ *http.Request) {
+	if p.nc.IsClosed() {
+		writeProbe(w, http.StatusServiceUnavailable, probeStatus{Status: "unavailable", NATS: p.natsState(), Error: errClosed.Error()})
+		return
+	}
 	writeProbe(w, http.StatusOK, probeStatus{Status: "ok", NATS: p.natsState()})
 }
+
+// errClosed is the reason a worker whose NATS connection closed is
+// neither live nor ready.
+var errClosed = errors.New("the NATS connection is closed and does not reconnect: restart the worker")
 
 func (p *workerProbes) readyz(w http.ResponseWriter, r *http.Request) {
 	st := probeStatus{Status: "ready", NATS: p.natsState()}
@@ -133,6 +143,9 @@ func (p *workerProbes) ready(ctx context.Context) error {
 		return errors.New("the worker is provisioning the streams and has not started claiming")
 	case probeStopping:
 		return errors.New("the worker is shutting down: it claims no new runs")
+	}
+	if p.nc.IsClosed() {
+		return errClosed
 	}
 	if !p.nc.IsConnected() {
 		return fmt.Errorf("not connected to NATS (%s); the connection keeps retrying", p.natsState())

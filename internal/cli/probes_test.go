@@ -191,3 +191,26 @@ func TestWorkerProbesStarting(t *testing.T) {
 	p.healthz(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
 	require.Equal(t, http.StatusOK, rec.Code)
 }
+
+// A worker whose NATS connection is closed for good (it never reconnects)
+// is not live: liveness fails so the process is restarted, and readiness
+// does not pretend the connection keeps retrying.
+func TestWorkerProbesClosedConnection(t *testing.T) {
+	t.Parallel()
+	srv := startJetStream(t)
+	nc, err := nats.Connect(srv.ClientURL())
+	require.NoError(t, err)
+	p, err := newWorkerProbes(nc, "lovia", []string{"demo"})
+	require.NoError(t, err)
+	p.started()
+	nc.Close()
+
+	for path, h := range map[string]http.HandlerFunc{"/healthz": p.healthz, "/readyz": p.readyz} {
+		rec := httptest.NewRecorder()
+		h(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		require.Equal(t, http.StatusServiceUnavailable, rec.Code, path)
+		var st probeStatus
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &st))
+		require.Equal(t, probeStatus{Status: "unavailable", NATS: "closed", Error: errClosed.Error()}, st, path)
+	}
+}

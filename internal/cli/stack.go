@@ -152,6 +152,7 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	wf := addWorkerFlags(fs)
 	id := fs.String("id", "", "worker id (default <hostname>-<pid>)")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus /metrics and the /healthz and /readyz probes on this address (e.g. :9091)")
+	natsWait := addNATSWaitFlag(fs)
 	if _, ok := parse(fs, args); !ok {
 		return ExitUsage
 	}
@@ -164,12 +165,13 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 		return fail(env.Stderr, err)
 	}
 	defer stopTracing() // last: after the worker's Stop
-	nc, err := nf.connect("worker")
+	connect := func(name string) (*nats.Conn, error) { return nf.dial(ctx, name, *natsWait, log) }
+	nc, err := connect("worker")
 	if err != nil {
 		return fail(env.Stderr, err)
 	}
 	defer nc.Close()
-	deps, err := buildDeps(ctx, env, wf, fleetConn{prefix: nf.prefix, connect: nf.connect}, log)
+	deps, err := buildDeps(ctx, env, wf, fleetConn{prefix: nf.prefix, connect: connect}, log)
 	if err != nil {
 		return fail(env.Stderr, err)
 	}

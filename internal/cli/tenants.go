@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/trace"
@@ -30,6 +32,7 @@ import (
 //	tenants:
 //	  - name: team-a
 //	    tokens_env: TEAM_A_TOKENS      # comma-separated tokens, from the environment
+//	    agents: team-a/agents.yaml     # optional: validate agent names, list them (relative to this file)
 //	    nats:
 //	      creds: /secrets/team-a/gateway.creds
 //	  - name: team-b
@@ -45,9 +48,13 @@ type tenantEntry struct {
 	Name string `yaml:"name"`
 	// Tokens are inline tokens; TokensEnv names an environment variable
 	// with comma-separated tokens (keeps secrets out of the file).
-	Tokens    []string   `yaml:"tokens"`
-	TokensEnv string     `yaml:"tokens_env"`
-	NATS      tenantNATS `yaml:"nats"`
+	Tokens    []string `yaml:"tokens"`
+	TokensEnv string   `yaml:"tokens_env"`
+	// Agents is the tenant's agents file, as the gateway's --agents is
+	// for one fleet: its agent names are validated on submit and listed
+	// (relative paths are relative to the tenants file).
+	Agents string     `yaml:"agents"`
+	NATS   tenantNATS `yaml:"nats"`
 }
 
 // tenantNATS is how the gateway logs in to a tenant's account. Unset
@@ -71,13 +78,30 @@ func readTenants(env *Env, path string) ([]tenantEntry, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("--tenants %s: %w (the keys are tenants[].name, tokens, tokens_env, nats.url, nats.prefix, nats.creds, nats.nkey, nats.user, nats.password_env)", path, err)
+		return nil, fmt.Errorf("--tenants %s: %w (the keys are tenants[].name, tokens, tokens_env, agents, nats.url, nats.prefix, nats.creds, nats.nkey, nats.user, nats.password_env)", path, err)
 	}
 	if len(f.Tenants) == 0 {
 		return nil, fmt.Errorf("--tenants %s lists no tenants: add a `tenants:` list with a name, tokens_env and nats settings for each", path)
 	}
+	names := map[string]bool{}
+	tokens := map[string]string{} // token → the tenant it is bound to
 	for i := range f.Tenants {
 		t := &f.Tenants[i]
+		if !validTenantName(t.Name) {
+			return nil, fmt.Errorf("--tenants %s: tenants[%d]: name %q: give each tenant a name of letters, digits, '-' and '_' (at most 64)", path, i, t.Name)
+		}
+		if names[t.Name] {
+			return nil, fmt.Errorf("--tenants %s: tenant %q is listed twice: give each tenant one entry (with all its tokens)", path, t.Name)
+		}
+		names[t.Name] = true
+		if t.Agents != "" && !filepath.IsAbs(t.Agents) {
+			t.Agents = filepath.Join(filepath.Dir(path), t.Agents)
+		}
+		for j, tok := range t.Tokens {
+			if t.Tokens[j] = strings.TrimSpace(tok); t.Tokens[j] == "" {
+				return nil, fmt.Errorf("--tenants %s: tenant %q has an empty token in tokens: remove it", path, t.Name)
+			}
+		}
 		if t.TokensEnv != "" {
 			v := env.Getenv(t.TokensEnv)
 			if strings.TrimSpace(v) == "" {
@@ -92,6 +116,13 @@ func readTenants(env *Env, path string) ([]tenantEntry, error) {
 		if len(t.Tokens) == 0 {
 			return nil, fmt.Errorf("--tenants %s: tenant %q has no tokens: give tokens_env (or tokens)", path, t.Name)
 		}
+		for _, tok := range t.Tokens {
+			if other, ok := tokens[tok]; ok {
+				// The token itself is a secret: name where it is, not it.
+				return nil, fmt.Errorf("--tenants %s: tenant %q has a token that tenant %q has too: a token reaches one tenant only, give each its own", path, t.Name, other)
+			}
+			tokens[tok] = t.Name
+		}
 		if (t.NATS.User == "") != (t.NATS.PasswordEnv == "") {
 			return nil, fmt.Errorf("--tenants %s: tenant %q: nats.user and nats.password_env go together", path, t.Name)
 		}
@@ -100,6 +131,36 @@ func readTenants(env *Env, path string) ([]tenantEntry, error) {
 		}
 	}
 	return f.Tenants, nil
+}
+
+// validTenantName is gateway.Tenant's rule for names, checked before any
+// connection is opened.
+func validTenantName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// checkLogins refuses two tenants whose connections would reach one
+// fleet: the same URL, login and prefix (as two tenants without nats
+// settings, which both take the gateway's). Each one's tokens would reach
+// the other's runs.
+func checkLogins(entries []tenantEntry, flags []*natsFlags) error {
+	seen := map[string]string{}
+	for i, f := range flags {
+		key := strings.Join([]string{f.url, f.prefix, f.creds, f.nkey}, "\x00")
+		if other, ok := seen[key]; ok {
+			return fmt.Errorf("--tenants: tenants %q and %q log in to NATS the same way (URL, credentials and prefix): both would serve one fleet, and each one's tokens would reach the other's runs; give each tenant its own nats login (creds, nkey or user) — an account of its own — or its own nats.prefix", other, entries[i].Name)
+		}
+		seen[key] = entries[i].Name
+	}
+	return nil
 }
 
 // flags returns the NATS flags of the tenant's connection: the gateway's,
@@ -134,56 +195,81 @@ func (t *tenantEntry) flags(env *Env, base *natsFlags) (*natsFlags, error) {
 // startTenantGateway starts a gateway that serves every tenant of a
 // tenants file, each on its own NATS connection; it returns the gateway's
 // URL and a stop function that also closes the connections.
-func startTenantGateway(ctx context.Context, env *Env, base *natsFlags, entries []tenantEntry, addr string, origins []string, cat *catalog.Catalog, reg gateway.MetricsRegistry, tp trace.TracerProvider, log *slog.Logger) (string, func(context.Context) error, error) {
-	var conns []*nats.Conn
-	closeAll := func() {
-		for _, nc := range conns {
-			nc.Close()
-		}
-	}
-	var tenants []gateway.Tenant
+func startTenantGateway(ctx context.Context, env *Env, base *natsFlags, entries []tenantEntry, addr string, origins []string, reg gateway.MetricsRegistry, tp trace.TracerProvider, log *slog.Logger) (string, func(context.Context) error, error) {
+	flags := make([]*natsFlags, len(entries))
+	cats := make([]*catalog.Catalog, len(entries))
 	for i := range entries {
 		t := &entries[i]
 		nf, err := t.flags(env, base)
 		if err != nil {
-			closeAll()
 			return "", nil, err
 		}
-		nc, err := nf.connect("gateway")
-		if err != nil {
-			closeAll()
-			return "", nil, fmt.Errorf("tenant %q: %w", t.Name, err)
+		flags[i] = nf
+		if t.Agents != "" {
+			deps, err := buildDeps(ctx, env, &workerFlags{agents: t.Agents, workspace: "workspace", listOnly: true}, fleetConn{}, log)
+			if err != nil {
+				return "", nil, fmt.Errorf("tenant %q: %w", t.Name, err)
+			}
+			cats[i] = deps.catalog
 		}
-		conns = append(conns, nc)
+	}
+	if err := checkLogins(entries, flags); err != nil {
+		return "", nil, err
+	}
+	// Each tenant's fleet is opened once the gateway serves, in the
+	// background: a tenant whose NATS is out of reach (or refuses the
+	// login) is answered 503 and tried again, and the others are served.
+	var mu sync.Mutex
+	var conns []*nats.Conn
+	closeAll := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, nc := range conns {
+			nc.Close()
+		}
+	}
+	tenants := make([]gateway.Tenant, len(entries))
+	for i := range entries {
+		t, nf, cat := &entries[i], flags[i], cats[i]
 		tlog := log.With("tenant", t.Name)
-		_, st, err := openFleet(ctx, nc, bus.ProvisionConfig{Prefix: nf.prefix, SkipWorkers: true}, store.Config{Logger: tlog})
-		if err != nil {
-			closeAll()
-			return "", nil, fmt.Errorf("tenant %q: %w", t.Name, err)
+		open := func(ctx context.Context) (gateway.TenantFleet, error) {
+			nc, err := nf.dial(ctx, "gateway", waitForever, tlog)
+			if err != nil {
+				return gateway.TenantFleet{}, err
+			}
+			fail := func(err error) (gateway.TenantFleet, error) {
+				nc.Close()
+				return gateway.TenantFleet{}, err
+			}
+			_, st, err := openFleet(ctx, nc, bus.ProvisionConfig{Prefix: nf.prefix, SkipWorkers: true}, store.Config{Logger: tlog})
+			if err != nil {
+				return fail(err)
+			}
+			api, err := service.NewAPI(service.Config{Conn: nc, Store: st, Prefix: nf.prefix, Catalog: cat, Logger: tlog, AgentOptions: agentOptions(env), Tracing: tp})
+			if err != nil {
+				return fail(err)
+			}
+			c, err := client.New(nc, client.Options{Prefix: nf.prefix})
+			if err != nil {
+				return fail(err)
+			}
+			mu.Lock()
+			conns = append(conns, nc)
+			mu.Unlock()
+			tlog.Info("tenant connected", "nats", nf.shown(), "prefix", nf.prefix)
+			return gateway.TenantFleet{API: api, Client: c, Conn: nc}, nil
 		}
-		api, err := service.NewAPI(service.Config{Conn: nc, Store: st, Prefix: nf.prefix, Catalog: cat, Logger: tlog, AgentOptions: agentOptions(env), Tracing: tp})
-		if err != nil {
-			closeAll()
-			return "", nil, fmt.Errorf("tenant %q: %w", t.Name, err)
-		}
-		c, err := client.New(nc, client.Options{Prefix: nf.prefix})
-		if err != nil {
-			closeAll()
-			return "", nil, fmt.Errorf("tenant %q: %w", t.Name, err)
-		}
-		tenants = append(tenants, gateway.Tenant{Name: t.Name, Tokens: t.Tokens, API: api, Client: c, Conn: nc})
+		tenants[i] = gateway.Tenant{Name: t.Name, Tokens: t.Tokens, Open: open}
 	}
 	gw, err := gateway.New(gateway.Config{Tenants: tenants, Addr: addr, CORSOrigins: origins, Logger: log, Metrics: reg})
 	if err != nil {
-		closeAll()
 		return "", nil, fmt.Errorf("--tenants: %w", err)
 	}
 	if err := gw.Start(ctx); err != nil {
-		closeAll()
 		return "", nil, fmt.Errorf("gateway on %s: %w (use --http to pick another address)", addr, err)
 	}
 	stop := func(ctx context.Context) error {
-		defer closeAll()
+		defer closeAll() // after Stop, which waits for the tenants being opened
 		return gw.Stop(ctx)
 	}
 	return shownURL(gw.Addr()), stop, nil

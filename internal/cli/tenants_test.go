@@ -44,10 +44,38 @@ tenants:
 		"no tokens":      {"tenants:\n  - name: a\n", `tenant "a" has no tokens`},
 		"user alone":     {"tenants:\n  - name: a\n    tokens: [x]\n    nats: {user: u}\n", "nats.user and nats.password_env go together"},
 		"empty password": {"tenants:\n  - name: a\n    tokens: [x]\n    nats: {user: u, password_env: NOPE}\n", "NATS password from $NOPE"},
+		"empty token":    {"tenants:\n  - name: a\n    tokens: [x, \" \"]\n", `tenant "a" has an empty token in tokens: remove it`},
+		"twice":          {"tenants:\n  - name: a\n    tokens: [x]\n  - name: a\n    tokens: [y]\n", `tenant "a" is listed twice`},
+		"bad name":       {"tenants:\n  - name: team a\n    tokens: [x]\n", `tenants[0]: name "team a": give each tenant a name of letters`},
+		"no name":        {"tenants:\n  - tokens: [x]\n", `tenants[0]: name "": give each tenant a name`},
+		"shared token":   {"tenants:\n  - name: a\n    tokens: [x, s3cret]\n  - name: b\n    tokens: [s3cret]\n", `tenant "b" has a token that tenant "a" has too`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := readTenants(env, write(c.body))
 			require.ErrorContains(t, err, c.want)
+			require.NotContains(t, err.Error(), "s3cret", "an error names where a token is, never the token")
 		})
 	}
+
+	t.Run("agents relative to the file", func(t *testing.T) {
+		p := write("tenants:\n  - name: a\n    tokens: [x]\n    agents: a/agents.yaml\n  - name: b\n    tokens: [y]\n    agents: /etc/b.yaml\n")
+		got, err := readTenants(env, p)
+		require.NoError(t, err)
+		require.Equal(t, filepath.Join(filepath.Dir(p), "a", "agents.yaml"), got[0].Agents)
+		require.Equal(t, "/etc/b.yaml", got[1].Agents)
+	})
+
+	// Two tenants that log in the same way reach one fleet: refused.
+	t.Run("one login for two tenants", func(t *testing.T) {
+		got, err := readTenants(env, write("tenants:\n  - name: a\n    tokens: [x]\n  - name: b\n    tokens: [y]\n    nats: {prefix: other}\n  - name: c\n    tokens: [z]\n"))
+		require.NoError(t, err)
+		var flags []*natsFlags
+		for i := range got {
+			f, err := got[i].flags(env, base)
+			require.NoError(t, err)
+			flags = append(flags, f)
+		}
+		require.ErrorContains(t, checkLogins(got, flags), `tenants "a" and "c" log in to NATS the same way`)
+		require.NoError(t, checkLogins(got[:2], flags[:2]), "another prefix is another fleet")
+	})
 }

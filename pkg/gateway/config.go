@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -97,10 +98,33 @@ type Tenant struct {
 	// token is bound to one tenant only.
 	Tokens []string
 	// API, Client and Conn are as in Config, for the tenant's account.
+	// Give them, or Open.
+	API    *service.API
+	Client *client.Client
+	Conn   *nats.Conn
+	// Open, instead of API, Client and Conn, opens the tenant's fleet
+	// once the gateway has started, in the background, so that a tenant
+	// whose NATS is out of reach does not keep the gateway from serving
+	// the others. Until it returns, the tenant's requests are answered
+	// 503 Unavailable and GET /readyz reports the tenant "starting". A
+	// failure is logged and Open called again TenantOpenRetry later, the
+	// pause doubling up to a minute; ctx ends when the gateway stops.
+	Open func(ctx context.Context) (TenantFleet, error)
+}
+
+// TenantFleet is what Tenant.Open opens: a tenant's API, client and
+// connection, as in Config.
+type TenantFleet struct {
 	API    *service.API
 	Client *client.Client
 	Conn   *nats.Conn
 }
+
+// TenantOpenRetry is the pause after a Tenant.Open that failed first;
+// it doubles after each failure, up to maxTenantOpenRetry.
+const TenantOpenRetry = 5 * time.Second
+
+const maxTenantOpenRetry = time.Minute
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
@@ -199,11 +223,13 @@ func (c Config) validateTenants() error {
 			return configError(field+".Name", "%q is not a tenant name: use letters, digits, '-' and '_'", t.Name)
 		case names[t.Name]:
 			return configError(field+".Name", "tenant %q is listed twice", t.Name)
-		case t.API == nil:
-			return configError(field+".API", "is required (service.NewAPI on the tenant's connection)")
-		case t.Client == nil:
+		case t.Open != nil && (t.API != nil || t.Client != nil || t.Conn != nil):
+			return configError(field+".Open", "opens the tenant's API, Client and Conn: give Open or them, not both")
+		case t.Open == nil && t.API == nil:
+			return configError(field+".API", "is required (service.NewAPI on the tenant's connection), or Open")
+		case t.Open == nil && t.Client == nil:
 			return configError(field+".Client", "is required (client.New on the tenant's connection)")
-		case t.Conn == nil:
+		case t.Open == nil && t.Conn == nil:
 			return configError(field+".Conn", "is required (the tenant's NATS connection)")
 		case len(t.Tokens) == 0:
 			return configError(field+".Tokens", "tenant %q needs at least one token: without one, no request could reach it", t.Name)

@@ -23,7 +23,8 @@
 //	GET    /v1/workers                           the live workers
 //	…      /v1/registry/agents[/{name}[/history]] the agents registry
 //	…      /v1/schedules[/{name}[/pause|/resume]] scheduled runs
-//	GET    /healthz                              200 while NATS is connected, else 503
+//	GET    /healthz                              liveness: 503 once a NATS connection is closed for good
+//	GET    /readyz                               readiness: 200 while NATS is connected, else 503
 //	GET    /metrics                              Prometheus
 //	GET    /, /console/…                         the fleet console (package console); no token
 //
@@ -50,9 +51,16 @@
 //
 // # Authentication
 //
-// With [Config].Tokens set, every route but GET /healthz and GET /metrics
-// needs "Authorization: Bearer <token>"; tokens are compared in constant
-// time.
+// With [Config].Tokens set, every route but GET /healthz, GET /readyz and
+// GET /metrics needs "Authorization: Bearer <token>"; tokens are compared
+// in constant time.
+//
+// # NATS away
+//
+// While the fleet's NATS connection is not connected, every /v1 route
+// answers 503 Unavailable (never UnknownAgent or NotFound, which is what
+// a fleet out of reach looks like); GET /healthz stays 200 while the
+// connection reconnects, GET /readyz is 503.
 //
 // # Tenants
 //
@@ -60,7 +68,12 @@
 // in its own NATS account ([Tenant]: its API, client and connection), and
 // each token is bound to one tenant: the token picks the fleet that
 // answers, so another tenant's runs do not exist for it. Metrics carry a
-// "tenant" label; GET /healthz reports each tenant's connection.
+// "tenant" label; GET /healthz and GET /readyz report each tenant's
+// connection. One tenant's outage leaves the others served: its requests
+// are 503 and GET /readyz stays 200, "degraded". A tenant given with
+// [Tenant].Open is opened in the background once the gateway serves, so
+// a tenant whose NATS is out of reach at start does not hold the others
+// up.
 //
 // # Lifecycle
 //

@@ -84,3 +84,15 @@ func errorOf(err error) *httpError {
 	}
 	return he
 }
+
+// lostNATS reports whether an error reply may be what a fleet out of
+// reach looks like: an unknown agent, a run or session not found, an
+// internal error. Replies about the request itself (invalid input, a
+// conflict) are not.
+func lostNATS(he *httpError) bool {
+	switch he.body.Type {
+	case bus.TypeUnknownAgent, bus.TypeNotFound, bus.TypeInternal:
+		return true
+	}
+	return false
+}

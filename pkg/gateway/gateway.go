@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,6 +37,17 @@ type Gateway struct {
 	tenants []*Gateway
 	// tenant names the tenant of a tenant's gateway; empty otherwise.
 	tenant string
+	// tmu guards the entries of tenants: a tenant given with Open is a
+	// placeholder until it is opened (tenants.go).
+	tmu sync.RWMutex
+	// opens are the tenants of Config.Tenants; openStop and openWG stop
+	// and wait for the goroutines that open those with Open.
+	opens    []Tenant
+	openStop context.CancelFunc
+	openWG   sync.WaitGroup
+	// openErr is, on a tenant's placeholder, why opening it last failed
+	// (nil pointer inside until it fails once); nil on other gateways.
+	openErr *atomic.Pointer[string]
 
 	// drain is cancelled when Stop begins: SSE streams end so that the
 	// server can shut down, and their clients resume elsewhere.
@@ -142,6 +154,9 @@ func (g *Gateway) Start(ctx context.Context) error {
 		return fmt.Errorf("gateway: listen on %s: %w", g.cfg.Addr, err)
 	}
 	for i, t := range g.fleets() {
+		if t.opening() {
+			continue // openTenants, below
+		}
 		// The console's first page, and the run metrics, should not wait
 		// for the run index to load (about a second at 100,000 runs).
 		if err := t.cfg.API.WarmRunIndex(ctx); err != nil {
@@ -149,7 +164,9 @@ func (g *Gateway) Start(ctx context.Context) error {
 		}
 		if err := t.svc.Start(ctx); err != nil {
 			for _, started := range g.fleets()[:i] {
-				_ = started.svc.Stop(ctx)
+				if !started.opening() {
+					_ = started.svc.Stop(ctx)
+				}
 			}
 			_ = ln.Close()
 			return fmt.Errorf("gateway: start the lovia micro service%s: %w", t.tenantSuffix(), err)
@@ -171,6 +188,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 	}(g.srv, g.served)
 	g.state = stateStarted
 	g.log.Info("gateway listening", "addr", g.addr)
+	g.openTenants() // tenants.go
 	return nil
 }
 
@@ -214,7 +232,14 @@ func (g *Gateway) Stop(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("gateway: shutdown: %w (requests still running were cut off)", err))
 	}
 	<-served
+	if g.openStop != nil {
+		g.openStop()
+		g.openWG.Wait() // a tenant opened meanwhile is in fleets now
+	}
 	for _, t := range g.fleets() {
+		if t.opening() {
+			continue
+		}
 		if err := t.svc.Stop(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("gateway: stop the lovia micro service%s: %w", t.tenantSuffix(), err))
 		}

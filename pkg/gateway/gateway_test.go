@@ -97,20 +97,27 @@ func TestServesTheMicroService(t *testing.T) {
 func TestHealthz(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	// A gateway whose connection is closed is unhealthy.
+	// A gateway whose connection is closed is neither live nor ready.
 	conn := b.f.Connect()
 	gw, err := gateway.New(gateway.Config{API: b.f.API, Client: b.f.Client, Conn: conn})
 	require.NoError(t, err)
 	srv := httptest.NewServer(gw.Handler())
 	defer srv.Close()
 	conn.Close()
-	resp, err := srv.Client().Get(srv.URL + "/healthz")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-	var body strings.Builder
-	_, _ = io.Copy(&body, resp.Body)
-	require.JSONEq(t, `{"status": "unavailable", "nats": "closed"}`, body.String())
+	get := func(path string) (int, string) {
+		resp, err := srv.Client().Get(srv.URL + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var body strings.Builder
+		_, _ = io.Copy(&body, resp.Body)
+		return resp.StatusCode, body.String()
+	}
+	code, body := get("/healthz")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.JSONEq(t, `{"status": "unavailable", "nats": "closed", "error": "the NATS connection is closed and does not reconnect: restart the gateway"}`, body)
+	code, body = get("/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.JSONEq(t, `{"status": "unavailable", "nats": "closed", "error": "not connected to NATS (closed)"}`, body)
 }
 
 func TestAuth(t *testing.T) {

@@ -36,6 +36,7 @@ const (
 	routeRegistryHistory = "GET /v1/registry/agents/{name}/history"
 	routeRegistryRemove  = "DELETE /v1/registry/agents/{name}"
 	routeHealth          = "GET /healthz"
+	routeReady           = "GET /readyz"
 	routeMetrics         = "GET /metrics"
 	// routeOther labels requests no route matched.
 	routeOther = "other"
@@ -62,6 +63,7 @@ func (g *Gateway) routes() http.Handler {
 		routeRegistryHistory: g.registryHistory,
 		routeRegistryRemove:  g.registryRemove,
 		routeHealth:          g.healthz,
+		routeReady:           g.readyz,
 		routeMetrics:         promhttp.HandlerFor(g.cfg.Metrics, promhttp.HandlerOpts{}).ServeHTTP,
 	} {
 		mux.HandleFunc(pattern, h)
@@ -102,7 +104,8 @@ func (g *Gateway) serve(mux *http.ServeMux, w http.ResponseWriter, r *http.Reque
 	target := g
 	// Health and metrics need no token, as load balancers and Prometheus
 	// expect: neither says anything about a run.
-	if pattern != routeHealth && pattern != routeMetrics {
+	probe := pattern == routeHealth || pattern == routeReady || pattern == routeMetrics
+	if !probe {
 		var ok bool
 		if target, ok = g.authorize(rec, r); !ok {
 			return
@@ -113,13 +116,22 @@ func (g *Gateway) serve(mux *http.ServeMux, w http.ResponseWriter, r *http.Reque
 		g.unrouted(h, rec, r)
 		return
 	}
+	if !probe {
+		// Every other route needs the fleet's NATS: while it is away the
+		// answer is 503, never what an unreachable fleet looks like (an
+		// unknown agent, a run not found).
+		if herr := target.natsDown(); herr != nil {
+			target.fail(rec, r, herr)
+			return
+		}
+	}
 	target.mux.ServeHTTP(rec, r) // routes again, and sets the path values
 }
 
 func known(pattern string) bool {
 	switch pattern {
 	case routeSubmit, routeStatus, routeEvents, routeApprove, routeCancel, routeInject, routeUninject,
-		routeSession, routeRewind, routeAgents, routeWorkers, routeHealth, routeMetrics,
+		routeSession, routeRewind, routeAgents, routeWorkers, routeHealth, routeReady, routeMetrics,
 		routeRegistryApply, routeRegistryList, routeRegistryGet, routeRegistryHistory, routeRegistryRemove:
 		return true
 	}
@@ -184,7 +196,7 @@ func (g *Gateway) unrouted(h http.Handler, w http.ResponseWriter, r *http.Reques
 		return
 	}
 	g.fail(w, r, newError(http.StatusNotFound, bus.TypeNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path),
-		"the routes are /v1/runs, /v1/runs/{id}[/events|/cancel|/messages|/approvals/{call_id}], /v1/sessions/{id}[/rewind], /v1/agents, /v1/workers, /v1/registry/agents[/{name}[/history]], /healthz, /metrics"))
+		"the routes are /v1/runs, /v1/runs/{id}[/events|/cancel|/messages|/approvals/{call_id}], /v1/sessions/{id}[/rewind], /v1/agents, /v1/workers, /v1/registry/agents[/{name}[/history]], /healthz, /readyz, /metrics"))
 }
 
 // statusProbe records the status a handler writes and discards its body.
@@ -260,6 +272,15 @@ func (g *Gateway) reply(w http.ResponseWriter, r *http.Request, status int, v an
 // fail writes the error reply {"error": {type, message, hint}} of err.
 func (g *Gateway) fail(w http.ResponseWriter, r *http.Request, err error) {
 	he := errorOf(err)
+	if g.cfg.Conn != nil && lostNATS(he) {
+		// The connection dropped while the request was answered: what the
+		// fleet looked like then (no such agent, no such run) is not an
+		// answer.
+		if down := g.natsDown(); down != nil {
+			down.cause = err
+			he = down
+		}
+	}
 	if he.status >= 500 && !errors.Is(err, context.Canceled) {
 		g.log.Warn("gateway: request failed", "method", r.Method, "path", r.URL.Path, "status", he.status, "error", err)
 	}

@@ -94,6 +94,13 @@ tenants:
 		return fmt.Sprint(v["status"])
 	}
 
+	// The gateway opens each tenant's fleet once it listens.
+	waitFor(t, ctx, "the gateway to be ready for both tenants", func() error {
+		if code, v := call("", http.MethodGet, "/readyz", ""); code != http.StatusOK || v["status"] != "ready" {
+			return fmt.Errorf("readyz: %d %v", code, v)
+		}
+		return nil
+	})
 	code, _ := call("", http.MethodGet, "/v1/agents", "")
 	require.Equal(t, http.StatusUnauthorized, code, "a request without a token")
 	code, _ = call("token-c", http.MethodGet, "/v1/agents", "")

@@ -261,18 +261,28 @@ func checkProbes(t *testing.T, b *build) {
 	require.Equal(t, "/readyz", w.ReadinessProbe.HTTPGet.Path)
 	require.Equal(t, "/healthz", w.LivenessProbe.HTTPGet.Path)
 	require.Equal(t, "/healthz", w.StartupProbe.HTTPGet.Path)
+	require.GreaterOrEqual(t, time.Duration(w.StartupProbe.PeriodSeconds*w.StartupProbe.FailureThreshold)*time.Second, cli.DefaultNATSWait,
+		"worker: the startup probe gives up before start-up stops waiting for NATS")
 
 	g := container(t, b.deployments[gatewayName])
 	require.NotNil(t, g.ReadinessProbe, "gateway: no readiness probe")
 	require.NotNil(t, g.LivenessProbe, "gateway: no liveness probe")
 	httpPort := listenPort(t, flagValue(g.Args, "http"))
 	require.NotNil(t, g.ReadinessProbe.HTTPGet, "gateway readiness: not an HTTP GET")
-	require.Equal(t, "/healthz", g.ReadinessProbe.HTTPGet.Path)
+	require.Equal(t, "/readyz", g.ReadinessProbe.HTTPGet.Path)
 	require.Equal(t, httpPort, containerPort(t, g, g.ReadinessProbe.HTTPGet.Port))
-	// The gateway's /healthz fails while NATS is away: liveness must not
-	// use it, or a NATS outage restarts every gateway.
-	require.NotNil(t, g.LivenessProbe.TCPSocket, "gateway liveness: use the port, not /healthz")
-	require.Equal(t, httpPort, containerPort(t, g, g.LivenessProbe.TCPSocket.Port))
+	// The gateway's /readyz fails while NATS is away: liveness must not
+	// use it, or a NATS outage restarts every gateway. Its /healthz fails
+	// only on a connection closed for good.
+	require.NotNil(t, g.LivenessProbe.HTTPGet, "gateway liveness: not an HTTP GET")
+	require.Equal(t, "/healthz", g.LivenessProbe.HTTPGet.Path)
+	require.Equal(t, httpPort, containerPort(t, g, g.LivenessProbe.HTTPGet.Port))
+	// Start-up waits for NATS for up to --nats-wait (2m): the startup
+	// probe lets it, liveness starts after.
+	require.NotNil(t, g.StartupProbe, "gateway: no startup probe")
+	require.Equal(t, "/healthz", g.StartupProbe.HTTPGet.Path)
+	require.GreaterOrEqual(t, time.Duration(g.StartupProbe.PeriodSeconds*g.StartupProbe.FailureThreshold)*time.Second, cli.DefaultNATSWait,
+		"gateway: the startup probe gives up before start-up stops waiting for NATS")
 }
 
 // checkWorkerShutdown: the pod's grace period outlasts the worker's

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -78,6 +80,11 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		return nil, err
 	}
 	if err := checkSampler(cfg.Getenv("OTEL_TRACES_SAMPLER")); err != nil {
+		return nil, err
+	}
+	if err := checkExporterEnv(cfg.Getenv); err != nil {
+		// The exporter would log the value it cannot use and go on
+		// without it (no auth header, no endpoint): refuse it instead.
 		return nil, err
 	}
 	var exp sdktrace.SpanExporter
@@ -181,6 +188,60 @@ func checkSampler(v string) error {
 		return nil
 	}
 	return fmt.Errorf("%w: OTEL_TRACES_SAMPLER=%s is not supported: set always_on, always_off, traceidratio or parentbased_always_on, parentbased_always_off, parentbased_traceidratio", ErrConfig, v)
+}
+
+// checkExporterEnv checks the OTEL_* values the SDK would otherwise log
+// and ignore: the endpoints, headers, timeouts, compression and the
+// sampler's ratio.
+func checkExporterEnv(getenv func(string) string) error {
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
+		v := getenv(name)
+		if v == "" {
+			continue
+		}
+		if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("%w: %s=%s is not a URL the exporter can use: write http://host:port or https://host:port (the collector's OTLP port: 4318 for http/protobuf, 4317 for grpc)", ErrConfig, name, v)
+		}
+	}
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
+		v := getenv(name)
+		if strings.TrimSpace(v) == "" {
+			continue
+		}
+		for _, kv := range strings.Split(v, ",") {
+			if k, _, ok := strings.Cut(kv, "="); !ok || strings.TrimSpace(k) == "" {
+				// Headers carry secrets (an API key): name the variable, not its value.
+				return fmt.Errorf("%w: %s holds an entry that is not key=value: write key=value pairs separated by commas (values URL-encoded), e.g. authorization=Bearer%%20<token>", ErrConfig, name)
+			}
+		}
+	}
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"} {
+		v := getenv(name)
+		if v == "" {
+			continue
+		}
+		if ms, err := strconv.Atoi(strings.TrimSpace(v)); err != nil || ms < 0 {
+			return fmt.Errorf("%w: %s=%s is not a timeout: give whole milliseconds, e.g. 10000", ErrConfig, name, v)
+		}
+	}
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_COMPRESSION", "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION"} {
+		switch v := getenv(name); strings.ToLower(strings.TrimSpace(v)) {
+		case "", "gzip", "none":
+		default:
+			return fmt.Errorf("%w: %s=%s is not supported: set gzip or none", ErrConfig, name, v)
+		}
+	}
+	switch strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER"))) {
+	case "traceidratio", "parentbased_traceidratio":
+		v := getenv("OTEL_TRACES_SAMPLER_ARG")
+		if v == "" {
+			break
+		}
+		if r, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err != nil || r < 0 || r > 1 {
+			return fmt.Errorf("%w: OTEL_TRACES_SAMPLER_ARG=%s is not a ratio: give the share of traces to keep, from 0 to 1 (e.g. 0.1)", ErrConfig, v)
+		}
+	}
+	return nil
 }
 
 // endpoint is where spans go, as the exporter resolves it, for the log.
