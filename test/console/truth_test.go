@@ -1,0 +1,269 @@
+package console
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lovia-fleet/lovia/internal/fleettest"
+	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/gateway"
+	"github.com/lovia-fleet/lovia/pkg/worker"
+)
+
+// truthAgents are the agents of TestConsoleSaysWhatIsSo: a gated write (it
+// parks while it waits), a nap long enough to cancel, a short answer an
+// injected message comes too late for.
+const truthAgents = `
+agents:
+  - name: gated
+    model: scripted
+    tools: [append_file]
+    approval: [append_file]
+    script:
+      - call: {name: append_file, args: {path: truth.txt, line: "approved"}, id: write1}
+      - text: The note is written.
+  - name: napper
+    model: scripted
+    tools: [sleep]
+    script:
+      - call: {name: sleep, args: {ms: 120000}, id: nap}
+      - text: Awake.
+  - name: streamer
+    model: scripted
+    script:
+      - text: "Streaming one word at a time so that a message injected meanwhile comes too late for the only turn."
+        delay_ms: 250
+`
+
+// heldReplies holds the gateway's replies to approvals until the test
+// lets them go: the browser gets the run's events first, as it does when
+// the reply is slower than the event stream.
+type heldReplies struct {
+	mu      sync.Mutex
+	release chan struct{}
+}
+
+func (h *heldReplies) hold() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.release = make(chan struct{})
+}
+
+func (h *heldReplies) let() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.release != nil {
+		close(h.release)
+		h.release = nil
+	}
+}
+
+func (h *heldReplies) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.mu.Lock()
+		release := h.release
+		h.mu.Unlock()
+		if release == nil || r.Method != http.MethodPost || !strings.Contains(r.URL.Path, "/approvals/") {
+			next.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		next.ServeHTTP(rec, r) // the decision applies now; its reply waits
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+	})
+}
+
+type truthStack struct {
+	fleet *fleettest.Fleet
+	gw    *httptest.Server
+	held  *heldReplies
+}
+
+func setupTruth(t *testing.T) *truthStack {
+	t.Helper()
+	s := &truthStack{held: &heldReplies{}}
+	s.fleet = fleettest.Start(t, fleettest.Options{AgentsYAML: truthAgents, Worker: func(c *worker.Config) {
+		c.ParkAfter = time.Second // a wait for a decision parks at once
+	}})
+	gw, err := gateway.New(gateway.Config{API: s.fleet.API, Client: s.fleet.Client, Conn: s.fleet.Conn, Heartbeat: 2 * time.Second})
+	require.NoError(t, err)
+	s.gw = httptest.NewServer(s.held.wrap(gw.Handler()))
+	t.Cleanup(s.gw.Close)
+	return s
+}
+
+func (s *truthStack) submit(t *testing.T, agent, runID string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rep, err := s.fleet.Client.Submit(ctx, &bus.RunRequest{RunID: runID, Agent: agent, Input: bus.TextInput("go")})
+	require.NoError(t, err)
+	return rep.RunID
+}
+
+// waitParked polls the run's history until it parked.
+func (s *truthStack) waitParked(t *testing.T, runID string) {
+	t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	var kinds []string
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		d, err := s.fleet.API.DescribeRun(ctx, runID)
+		cancel()
+		if err == nil {
+			kinds = kinds[:0]
+			for _, a := range d.Attempts {
+				kinds = append(kinds, a.Kind)
+			}
+			if slices.Contains(kinds, "park") {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 45s for run %s to park: its steps %v, last error %v", runID, kinds, err)
+		}
+		time.Sleep(100 * time.Millisecond) // polling the run's record, with a deadline
+	}
+}
+
+// cardState is the state a tool call's card shows.
+func cardState(callID string) string {
+	return `(() => { const c = document.querySelector('.tool[data-call-id="` + callID + `"]');
+	  return c ? c.dataset.state + ': ' + c.querySelector('.tool-state').textContent : ''; })()`
+}
+
+// TestConsoleSaysWhatIsSo: what the console shows of a run is what its
+// events say — a late approve reply, a cancel, a park and its resume, an
+// unknown run, an injected message no turn took, the turns in the list.
+func TestConsoleSaysWhatIsSo(t *testing.T) {
+	s := setupTruth(t)
+	artifacts := os.Getenv("LOVIA_ARTIFACTS")
+	if artifacts == "" {
+		artifacts = t.TempDir()
+	}
+	b := newBrowser(t, artifacts)
+	const long = 45 * time.Second
+
+	var gatedRun string
+	t.Run("an approve reply slower than the events leaves the call done", func(t *testing.T) {
+		b.t = t
+		gatedRun = s.submit(t, "gated", "")
+		b.open(s.gw.URL + "/#/runs/" + gatedRun)
+		card := `.tool[data-call-id="write1"]`
+		b.visible("the approve button", card+" button.approve", long)
+		// The park (after 1s) and its resume are the next subtest's.
+		s.waitParked(t, gatedRun)
+		s.held.hold()
+		t.Cleanup(s.held.let)
+		b.do("clicking approve", long, chromedp.Click(chromedp.CSS(card+" button.approve")))
+		b.visible("the run's completion, the approve reply still held", `.ev.outcome.completed`, long)
+		b.visible("the call's result", card+" .tool-result", long)
+		s.held.let()
+		// The page took the reply once it recorded it (data-sent), or once
+		// the reply overwrote the card (what it did before).
+		waitFor[bool](b, "the page to take the approve reply", long,
+			`performance.getEntriesByType('resource').some((e) => e.name.includes('/approvals/write1') && e.responseEnd > 0) &&
+			 (document.querySelector('`+card+`').dataset.sent === 'approve' || document.querySelector('`+card+` .tool-state').textContent === 'approved, running')`)
+		require.Equal(t, "done: done", eval[string](b, cardState("write1")), "the call's result stands after the late reply")
+		require.Empty(t, eval[string](b, `document.querySelector('`+card+` .actions').textContent`), "no buttons on a decided call")
+	})
+
+	t.Run("a park and its resume discard nothing and repeat no turn", func(t *testing.T) {
+		b.t = t
+		b.open(s.gw.URL + "/#/runs/" + gatedRun)
+		b.visible("the run's completion", `.ev.outcome.completed`, long)
+		b.present("the resume after the park", `.ev.resumed`, long)
+		types := eval[string](b, `document.getElementById('timeline').dataset.types`)
+		require.Contains(t, types, "output_discarded", "the worker published output_discarded on the resume: the test tests what it should")
+		require.Zero(t, eval[int](b, `document.querySelectorAll('.ev.discarded').length`), "nothing streamed was discarded: no notice says so")
+		require.Equal(t, []string{"turn 1 · gated", "turn 2 · gated"},
+			eval[[]string](b, `[...document.querySelectorAll('.ev.turn')].map((e) => e.textContent)`), "each turn shown once")
+		require.Equal(t, "done: done", eval[string](b, cardState("write1")))
+		require.Equal(t, 1, eval[int](b, `document.querySelectorAll('.tool[data-call-id="write1"] .decision').length`), "one decision shown")
+	})
+
+	var napRun string
+	t.Run("a cancelled run's call in flight is cancelled, not running", func(t *testing.T) {
+		b.t = t
+		napRun = s.submit(t, "napper", "")
+		b.open(s.gw.URL + "/#/runs/" + napRun)
+		b.visible("the nap running", `.tool[data-call-id="nap"][data-state="running"]`, long)
+		b.do("cancelling", long,
+			chromedp.Click(chromedp.CSS("#cancel")),
+			chromedp.WaitVisible(chromedp.CSS("#cancel-confirm")),
+			chromedp.Click(chromedp.CSS("#cancel-confirm")))
+		b.visible("the run's failure", `.ev.outcome.failed`, long)
+		require.Equal(t, "cancelled: cancelled with the run", eval[string](b, cardState("nap")))
+		waitFor[bool](b, "the turns fact", long, `document.querySelector('[data-fact="turns"] dd')?.textContent === '1'`)
+	})
+
+	t.Run("the runs list shows no turn count the run page denies", func(t *testing.T) {
+		b.t = t
+		b.open(s.gw.URL + "/#/runs")
+		const turns = ` td:nth-child(5)` // run, agent, status, worker, turns
+		napRow := `#runs-list tr[data-run-id="` + napRun + `"]` + turns
+		gatedRow := `#runs-list tr[data-run-id="` + gatedRun + `"]` + turns
+		b.visible("the cancelled run's row", napRow, long)
+		require.NotEqual(t, "0", b.textOf(napRow), "the cancelled run took a turn")
+		require.Equal(t, "2", b.textOf(gatedRow), "a completed run's turns")
+	})
+
+	t.Run("an unknown run says so and offers no controls", func(t *testing.T) {
+		b.t = t
+		const id = "not-yet-submitted"
+		b.open(s.gw.URL + "/#/runs/" + id)
+		waitFor[bool](b, "the stream state to say there is no run (not to stay connecting)", long,
+			`document.getElementById('stream-state').textContent === 'no such run'`)
+		b.visible("the not-found message", "#run-missing .error", long)
+		require.Contains(t, b.textOf("#run-missing"), "not found")
+		require.Contains(t, b.textOf("#run-missing"), "check the id")
+		require.False(t, eval[bool](b, `!!document.querySelector('#inject, #cancel') && !document.getElementById('run-controls').closest('[hidden]')`),
+			"no Inject or Cancel for a run that does not exist")
+
+		// A run submitted with that id later shows up by itself.
+		s.submit(t, "streamer", id)
+		b.visible("the run's completion, once it exists", `.ev.outcome.completed`, long)
+		require.True(t, eval[bool](b, `document.getElementById('run-missing').hidden`))
+
+		b.open(s.gw.URL + "/#/runs/a.b")
+		b.visible("the refusal of a bad id", "#run-missing .error", long)
+		require.Contains(t, b.textOf("#run-missing"), "is not a run id")
+		require.False(t, eval[bool](b, `!!document.querySelector('#inject, #cancel')`), "no controls")
+	})
+
+	t.Run("an injected message no turn took is reported, not dropped", func(t *testing.T) {
+		b.t = t
+		id := s.submit(t, "streamer", "")
+		b.open(s.gw.URL + "/#/runs/" + id)
+		waitFor[bool](b, "a few streamed words", long, wordsStreaming(2))
+		const msg = `<b>also</b> mention the weather`
+		b.do("injecting a message", long,
+			chromedp.SetValue(chromedp.CSS("#inject-text"), msg),
+			chromedp.Click(chromedp.CSS(`#inject button[type="submit"]`)))
+		b.visible("the run's completion", `.ev.outcome.completed`, long)
+		require.Contains(t, b.textOf(`#timeline`), "message not delivered: “"+msg+"”")
+		require.Zero(t, eval[int](b, `document.querySelectorAll('.ev.undelivered b').length`), "markup in a message is text")
+		b.do("withdrawing it", long, chromedp.Click(chromedp.CSS(`.ev.undelivered button.withdraw`)))
+		b.visible("the withdrawal", `.ev.undelivered .badge`, long)
+		require.Equal(t, "withdrawn", b.textOf(`.ev.undelivered .badge`))
+	})
+}
