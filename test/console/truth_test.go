@@ -38,6 +38,12 @@ agents:
     script:
       - call: {name: sleep, args: {ms: 120000}, id: nap}
       - text: Awake.
+  - name: dozer
+    model: scripted
+    tools: [sleep]
+    script:
+      - call: {name: sleep, args: {ms: 8000}, id: doze}
+      - text: Rested.
   - name: streamer
     model: scripted
     script:
@@ -248,6 +254,36 @@ func TestConsoleSaysWhatIsSo(t *testing.T) {
 		b.visible("the refusal of a bad id", "#run-missing .error", long)
 		require.Contains(t, b.textOf("#run-missing"), "is not a run id")
 		require.False(t, eval[bool](b, `!!document.querySelector('#inject, #cancel')`), "no controls")
+	})
+
+	t.Run("a failed run's page follows its resubmission", func(t *testing.T) {
+		b.t = t
+		id := s.submit(t, "dozer", "")
+		b.open(s.gw.URL + "/#/runs/" + id)
+		b.visible("the doze running", `.tool[data-call-id="doze"][data-state="running"]`, long)
+		b.do("injecting a message for the next turn", long,
+			chromedp.SetValue(chromedp.CSS("#inject-text"), "and then wake up"),
+			chromedp.Click(chromedp.CSS(`#inject button[type="submit"]`)))
+		b.visible("the queued message", `#inject-pending .badge.pending`, long)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := s.fleet.Client.Cancel(ctx, id, "try again later")
+		require.NoError(t, err)
+		b.visible("the first submission's failure", `.ev.outcome.failed`, long)
+		require.Contains(t, b.textOf(`#timeline`), "message not delivered: “and then wake up”")
+		b.visible("the failed chip", `#run-status .chip-failed`, long)
+
+		_, err = s.fleet.Client.Submit(ctx, &bus.RunRequest{RunID: id, Agent: "dozer", IfRunExists: bus.IfExistsResume})
+		require.NoError(t, err)
+		b.visible("the resubmission's completion, on the page left open", `.ev.outcome.completed`, long)
+		b.visible("the completed chip", `#run-status .chip-completed`, long)
+		require.Equal(t, "done: done", eval[string](b, cardState("doze")))
+		require.Contains(t, b.textOf(`#timeline`), "message delivered later, in turn 2: “and then wake up”")
+
+		b.open(s.gw.URL + "/#/runs/" + id)
+		b.visible("both submissions' outcomes after a reload", `.ev.outcome.completed`, long)
+		require.Equal(t, 2, eval[int](b, `document.querySelectorAll('.ev.outcome').length`))
+		b.visible("the completed chip after a reload", `#run-status .chip-completed`, long)
 	})
 
 	t.Run("an injected message no turn took is reported, not dropped", func(t *testing.T) {
