@@ -51,18 +51,30 @@ agents:
         delay_ms: 250
 `
 
-// heldReplies holds the gateway's replies to approvals until the test
-// lets them go: the browser gets the run's events first, as it does when
-// the reply is slower than the event stream.
+// heldReplies holds the gateway's replies to the requests hold names
+// until the test lets them go: the browser gets the run's events first, as
+// it does when a reply is slower than the event stream.
 type heldReplies struct {
 	mu      sync.Mutex
+	match   func(*http.Request) bool
 	release chan struct{}
 }
 
-func (h *heldReplies) hold() {
+func (h *heldReplies) hold(match func(*http.Request) bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.release = make(chan struct{})
+	h.match, h.release = match, make(chan struct{})
+}
+
+// approvals are the approve and reject requests.
+func approvals(r *http.Request) bool {
+	return r.Method == http.MethodPost && strings.Contains(r.URL.Path, "/approvals/")
+}
+
+// statusReads are the reads of a run's status and description.
+func statusReads(r *http.Request) bool {
+	rest, ok := strings.CutPrefix(r.URL.Path, "/v1/runs/")
+	return ok && r.Method == http.MethodGet && (!strings.Contains(rest, "/") || strings.HasSuffix(rest, "/describe"))
 }
 
 func (h *heldReplies) let() {
@@ -77,9 +89,9 @@ func (h *heldReplies) let() {
 func (h *heldReplies) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.mu.Lock()
-		release := h.release
+		release, match := h.release, h.match
 		h.mu.Unlock()
-		if release == nil || r.Method != http.MethodPost || !strings.Contains(r.URL.Path, "/approvals/") {
+		if release == nil || !match(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -178,7 +190,7 @@ func TestConsoleSaysWhatIsSo(t *testing.T) {
 		b.visible("the approve button", card+" button.approve", long)
 		// The park (after 1s) and its resume are the next subtest's.
 		s.waitParked(t, gatedRun)
-		s.held.hold()
+		s.held.hold(approvals)
 		t.Cleanup(s.held.let)
 		b.do("clicking approve", long, chromedp.Click(chromedp.CSS(card+" button.approve")))
 		b.visible("the run's completion, the approve reply still held", `.ev.outcome.completed`, long)
@@ -284,6 +296,21 @@ func TestConsoleSaysWhatIsSo(t *testing.T) {
 		b.visible("both submissions' outcomes after a reload", `.ev.outcome.completed`, long)
 		require.Equal(t, 2, eval[int](b, `document.querySelectorAll('.ev.outcome').length`))
 		b.visible("the completed chip after a reload", `#run-status .chip-completed`, long)
+	})
+
+	t.Run("the status follows the terminal event, not a slower status reply", func(t *testing.T) {
+		b.t = t
+		id := s.submit(t, "streamer", "")
+		b.open(s.gw.URL + "/#/runs/" + id)
+		b.visible("the running chip", `#run-status .chip-running`, long)
+		waitFor[bool](b, "a few streamed words", long, wordsStreaming(2))
+		s.held.hold(statusReads)
+		t.Cleanup(s.held.let)
+		b.visible("the run's completion, the status replies held", `.ev.outcome.completed`, long)
+		require.Equal(t, "completed", b.textOf(`#run-status .chip`), "the chip says what the terminal event says")
+		require.True(t, eval[bool](b, `document.getElementById('run-controls').hidden`), "no controls on an ended run")
+		require.Equal(t, "1", b.textOf(`[data-fact="turns"] dd`))
+		s.held.let()
 	})
 
 	t.Run("an injected message no turn took is reported, not dropped", func(t *testing.T) {

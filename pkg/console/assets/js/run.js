@@ -65,8 +65,7 @@ export function render(main, {id}) {
           ev.terminal = '';
           if (env.type === 'run_started') controls.hidden = false;
         }
-        const dd = facts.querySelector('[data-fact="turns"] dd');
-        if (dd && ev.turns > +dd.textContent) dd.textContent = String(ev.turns);
+        if (['turn_started', 'approval_resolved', 'run_completed', 'run_failed'].includes(env.type)) paint();
         if (['run_resumed', 'approval_required', 'approval_resolved', 'run_started'].includes(env.type)) refresh();
       },
       onState: (state, err) => {
@@ -116,14 +115,25 @@ export function render(main, {id}) {
       controls.hidden = st.status === 'completed' || st.status === 'failed';
       follow();
     }
-    const view = d ? Object.assign({}, st, {awaiting: d.awaiting || null, final_agent: d.final_agent, parent_run_id: d.parent_run_id}) : Object.assign({}, st);
+    reply = {st, d};
     // A later submission: the run runs again, or ran again and ended,
     // after the last terminal event shown (each submission ends with one).
-    // Its events follow. Until then the terminal event shown is the run's
-    // state, whatever an older or slower record says.
-    const later = Boolean(ev.terminal) && (d?.submissions || 0) > ev.ended;
-    if (later && stream && streamState.dataset.state === 'ended') follow();
-    if (ev.terminal && !later) {
+    // Its events follow.
+    if (later() && stream && streamState.dataset.state === 'ended') follow();
+    paint();
+  };
+
+  let reply = null; // the last status and description
+  const later = () => Boolean(ev.terminal) && (reply?.d?.submissions || 0) > ev.ended;
+  // paint draws the status from the last reply and what the events said
+  // since: the terminal event shown is the run's state until a later
+  // submission, whatever an older or slower record says, and a decision
+  // shown ends the wait for it.
+  const paint = () => {
+    if (!reply) return;
+    const {st, d} = reply;
+    const view = d ? Object.assign({}, st, {awaiting: d.awaiting || null, final_agent: d.final_agent, parent_run_id: d.parent_run_id}) : Object.assign({}, st);
+    if (ev.terminal && !later()) {
       view.status = ev.terminal;
       view.awaiting = null;
     }
