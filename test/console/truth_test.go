@@ -57,13 +57,27 @@ agents:
 type heldReplies struct {
 	mu      sync.Mutex
 	match   func(*http.Request) bool
+	before  bool // hold the request itself, not only its reply
 	release chan struct{}
 }
 
 func (h *heldReplies) hold(match func(*http.Request) bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.match, h.release = match, make(chan struct{})
+	h.match, h.before, h.release = match, false, make(chan struct{})
+}
+
+// holdRequests holds the matching requests before the gateway sees them.
+func (h *heldReplies) holdRequests(match func(*http.Request) bool) {
+	h.hold(match)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.before = true
+}
+
+// injects are the messages injected.
+func injects(r *http.Request) bool {
+	return r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/messages")
 }
 
 // approvals are the approve and reject requests.
@@ -89,10 +103,18 @@ func (h *heldReplies) let() {
 func (h *heldReplies) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.mu.Lock()
-		release, match := h.release, h.match
+		release, match, before := h.release, h.match, h.before
 		h.mu.Unlock()
 		if release == nil || !match(r) {
 			next.ServeHTTP(w, r)
+			return
+		}
+		if before {
+			select {
+			case <-release:
+				next.ServeHTTP(w, r)
+			case <-r.Context().Done():
+			}
 			return
 		}
 		rec := httptest.NewRecorder()
@@ -313,17 +335,57 @@ func TestConsoleSaysWhatIsSo(t *testing.T) {
 		s.held.let()
 	})
 
+	t.Run("what the controls answer as the run ends is still shown", func(t *testing.T) {
+		b.t = t
+		id := s.submit(t, "streamer", "")
+		b.open(s.gw.URL + "/#/runs/" + id)
+		waitFor[bool](b, "a few streamed words", long, wordsStreaming(2))
+		b.do("injecting a blank message", long,
+			chromedp.SetValue(chromedp.CSS("#inject-text"), "   "),
+			chromedp.Click(chromedp.CSS(`#inject button[type="submit"]`)))
+		b.visible("the refusal of a blank message", `#control-result .error`, long)
+		require.Contains(t, b.textOf(`#control-result`), "the message is empty")
+		require.Zero(t, eval[int](b, `document.querySelectorAll('#inject-pending .badge').length`), "nothing queued")
+
+		// The inject reaches the gateway once the run has ended: it is
+		// refused, and the refusal shows although the controls are gone.
+		s.held.holdRequests(injects)
+		t.Cleanup(s.held.let)
+		b.do("injecting a message", long,
+			chromedp.SetValue(chromedp.CSS("#inject-text"), "too late"),
+			chromedp.Click(chromedp.CSS(`#inject button[type="submit"]`)))
+		b.visible("the run's completion, the inject held", `.ev.outcome.completed`, long)
+		s.held.let()
+		b.visible("the refusal of the late inject", `#control-result .error`, long)
+		require.Contains(t, b.textOf(`#control-result`), "The message was not injected")
+		require.Contains(t, b.textOf(`#control-result`), "is completed")
+	})
+
+	t.Run("a withdrawn message is not reported undelivered", func(t *testing.T) {
+		b.t = t
+		id := s.submit(t, "streamer", "")
+		b.open(s.gw.URL + "/#/runs/" + id)
+		waitFor[bool](b, "a few streamed words", long, wordsStreaming(2))
+		b.do("injecting a message", long,
+			chromedp.SetValue(chromedp.CSS("#inject-text"), "never mind"),
+			chromedp.Click(chromedp.CSS(`#inject button[type="submit"]`)))
+		b.do("withdrawing it", long, chromedp.Click(chromedp.CSS(`#inject-pending .badge.pending button`)))
+		b.visible("the run's completion", `.ev.outcome.completed`, long)
+		require.Zero(t, eval[int](b, `document.querySelectorAll('.ev.undelivered').length`), "a withdrawn message was not lost")
+	})
+
 	t.Run("an injected message no turn took is reported, not dropped", func(t *testing.T) {
 		b.t = t
 		id := s.submit(t, "streamer", "")
 		b.open(s.gw.URL + "/#/runs/" + id)
 		waitFor[bool](b, "a few streamed words", long, wordsStreaming(2))
 		const msg = `<b>also</b> mention the weather`
-		b.do("injecting a message", long,
+		b.do("injecting a message with a double click", long,
 			chromedp.SetValue(chromedp.CSS("#inject-text"), msg),
-			chromedp.Click(chromedp.CSS(`#inject button[type="submit"]`)))
+			chromedp.Evaluate[chromedp.Void](`(() => { const b = document.querySelector('#inject button[type="submit"]'); b.click(); b.click(); })()`))
 		b.visible("the run's completion", `.ev.outcome.completed`, long)
 		require.Contains(t, b.textOf(`#timeline`), "message not delivered: “"+msg+"”")
+		require.Equal(t, 1, eval[int](b, `document.querySelectorAll('.ev.undelivered').length`), "a double click injects one message")
 		require.Zero(t, eval[int](b, `document.querySelectorAll('.ev.undelivered b').length`), "markup in a message is text")
 		b.do("withdrawing it", long, chromedp.Click(chromedp.CSS(`.ev.undelivered button.withdraw`)))
 		b.visible("the withdrawal", `.ev.undelivered .badge`, long)

@@ -28,6 +28,9 @@ export function render(main, {id}) {
   // The controls show once the fleet says the run exists, until it ends.
   const controls = h('div', {class: 'controls', id: 'run-controls', hidden: true});
   const missing = h('div', {id: 'run-missing', hidden: true});
+  // What the controls answered: outside them, so an answer that comes
+  // as the run ends (and the controls go) is still read.
+  const answer = h('div', {class: 'result', id: 'control-result'});
   const side = h('aside', {class: 'side'});
   const todo = h('section', {class: 'panel todo', id: 'todo', hidden: true}, h('h2', {}, 'Todo'), h('ol'));
   const details = h('section', {class: 'panel', id: 'run-details', hidden: true});
@@ -35,7 +38,7 @@ export function render(main, {id}) {
   side.append(todo, details);
   main.append(
     h('div', {class: 'page-head'}, h('h1', {}, 'Run ', h('span', {class: 'mono', id: 'run-id'}, id)), statusEl, streamState),
-    missing, facts, controls,
+    missing, facts, controls, answer,
     h('div', {class: 'columns'}, h('section', {class: 'grow'}, timelineEl), side));
 
   // What the events say, which a status reply older than them must not
@@ -158,7 +161,7 @@ export function render(main, {id}) {
     if (e.status !== 404) stop();
   };
 
-  drawControls(controls, id, tl);
+  drawControls(controls, answer, id, tl);
   refresh();
   let timer = setInterval(refresh, STATUS_MS);
   const stop = () => { clearInterval(timer); timer = null; };
@@ -205,8 +208,7 @@ function drawDetails(el, d) {
   el.hidden = false;
 }
 
-function drawControls(el, id, tl) {
-  const out = h('span', {class: 'result', id: 'control-result'});
+function drawControls(el, out, id, tl) {
   const reason = h('input', {id: 'cancel-reason', placeholder: 'reason (optional)', hidden: true});
   const confirm = h('button', {type: 'button', class: 'danger', id: 'cancel-confirm', hidden: true}, 'Confirm cancel');
   const cancel = h('button', {type: 'button', class: 'ghost', id: 'cancel'}, 'Cancel run…');
@@ -227,21 +229,33 @@ function drawControls(el, id, tl) {
   inject.addEventListener('submit', async (e) => {
     e.preventDefault();
     const content = msg.value;
+    if (!content.trim()) {
+      clear(out).append(errorBox({type: 'InvalidRequest', message: 'the message is empty', hint: 'type what the run should hear at its next turn'}, 'Nothing injected'));
+      msg.focus();
+      return;
+    }
+    clear(out);
+    const send = inject.querySelector('button[type="submit"]');
+    send.disabled = true; // one message per click, however many clicks
     try {
       const rep = await post('/v1/runs/' + enc(id) + '/messages', {content});
       msg.value = '';
       const withdraw = h('button', {type: 'button', class: 'ghost small'}, 'withdraw');
       const item = h('span', {class: 'badge pending', 'data-token': rep.token}, 'queued: ' + content + ' ', withdraw);
+      let forget = () => {};
       withdraw.addEventListener('click', async () => {
+        withdraw.disabled = true;
         try {
           const r = await del('/v1/runs/' + enc(id) + '/messages/' + enc(rep.token));
-          item.replaceWith(h('span', {class: 'badge'}, r.removed ? 'withdrawn' : 'already delivered'));
+          if (r?.removed) forget(); // no turn will take it
+          item.replaceWith(h('span', {class: 'badge'}, r?.removed ? 'withdrawn' : 'already delivered'));
         } catch (err) {
+          withdraw.disabled = false;
           item.append(errorBox(err));
         }
       });
       pending.append(item);
-      tl.onInjected(content, {
+      forget = tl.onInjected(content, {
         delivered: () => item.remove(),
         // The run ended without it: the timeline says so, with the withdraw.
         undelivered: (env, notice) => {
@@ -263,7 +277,8 @@ function drawControls(el, id, tl) {
     } catch (err) {
       clear(out).append(errorBox(err, 'The message was not injected'));
     }
+    send.disabled = false;
   });
-  el.append(inject, cancel, reason, confirm, out);
+  el.append(inject, cancel, reason, confirm);
 }
 

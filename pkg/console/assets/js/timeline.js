@@ -33,8 +33,13 @@ export class Timeline {
 
   // onInjected waits for a message injected from this page:
   // delivered(env) runs when a turn folds it in, undelivered(env) when the
-  // submission ends before one does.
-  onInjected(content, {delivered, undelivered}) { this.injected.push({content, delivered, undelivered}); }
+  // submission ends before one does. It returns a function that stops the
+  // wait (the message was withdrawn).
+  onInjected(content, {delivered, undelivered}) {
+    const p = {content, delivered, undelivered};
+    this.injected.push(p);
+    return () => { this.injected = this.injected.filter((q) => q !== p); };
+  }
 
   add(env) {
     const d = env.data || {};
