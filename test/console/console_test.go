@@ -272,7 +272,7 @@ func TestConsole(t *testing.T) {
 			chromedp.Click(chromedp.CSS("#settings-save")))
 		b.visible("the victim worker in the workers table", `#workers tr[data-worker="victim"]`, long)
 		// The token survives a reload (localStorage).
-		b.open(s.gw.URL + "/#/workers")
+		b.reload()
 		b.visible("the workers table after a reload", `#workers tr[data-worker="victim"]`, long)
 	})
 

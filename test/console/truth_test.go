@@ -314,7 +314,7 @@ func TestConsoleSaysWhatIsSo(t *testing.T) {
 		require.Equal(t, "done: done", eval[string](b, cardState("doze")))
 		require.Contains(t, b.textOf(`#timeline`), "message delivered later, in turn 2: “and then wake up”")
 
-		b.open(s.gw.URL + "/#/runs/" + id)
+		b.reload()
 		b.visible("both submissions' outcomes after a reload", `.ev.outcome.completed`, long)
 		require.Equal(t, 2, eval[int](b, `document.querySelectorAll('.ev.outcome').length`))
 		b.visible("the completed chip after a reload", `#run-status .chip-completed`, long)
@@ -387,8 +387,37 @@ func TestConsoleSaysWhatIsSo(t *testing.T) {
 		require.Contains(t, b.textOf(`#timeline`), "message not delivered: “"+msg+"”")
 		require.Equal(t, 1, eval[int](b, `document.querySelectorAll('.ev.undelivered').length`), "a double click injects one message")
 		require.Zero(t, eval[int](b, `document.querySelectorAll('.ev.undelivered b').length`), "markup in a message is text")
+
+		b.reload()
+		b.visible("the run's completion after a reload", `.ev.outcome.completed`, long)
+		b.visible("the message still reported undelivered after a reload", `.ev.undelivered`, long)
+		require.Contains(t, b.textOf(`.ev.undelivered`), msg)
 		b.do("withdrawing it", long, chromedp.Click(chromedp.CSS(`.ev.undelivered button.withdraw`)))
 		b.visible("the withdrawal", `.ev.undelivered .badge`, long)
 		require.Equal(t, "withdrawn", b.textOf(`.ev.undelivered .badge`))
+		b.reload()
+		b.visible("the run's completion after another reload", `.ev.outcome.completed`, long)
+		require.Zero(t, eval[int](b, `document.querySelectorAll('.ev.undelivered').length`), "a withdrawn message is not reported again")
+	})
+
+	t.Run("a message a turn took before its inject reply came is delivered", func(t *testing.T) {
+		b.t = t
+		id := s.submit(t, "dozer", "")
+		b.open(s.gw.URL + "/#/runs/" + id)
+		b.visible("the doze running", `.tool[data-call-id="doze"][data-state="running"]`, long)
+		s.held.hold(injects)
+		t.Cleanup(s.held.let)
+		b.do("injecting a message", long,
+			chromedp.SetValue(chromedp.CSS("#inject-text"), "wake up gently"),
+			chromedp.Click(chromedp.CSS(`#inject button[type="submit"]`)))
+		b.visible("the run's completion, the inject reply held", `.ev.outcome.completed`, long)
+		b.visible("the message folded into the run", `.bubble.injected`, long)
+		s.held.let()
+		waitFor[bool](b, "the page to take the inject reply", long,
+			`performance.getEntriesByType('resource').some((e) => e.name.endsWith('/messages') && e.responseEnd > 0) &&
+			 !document.querySelector('#inject button[type="submit"]').disabled`)
+		require.Zero(t, eval[int](b, `document.querySelectorAll('#inject-pending .badge.pending, .ev.undelivered').length`),
+			"the message was delivered: not queued, not undelivered")
+		require.True(t, eval[bool](b, `localStorage.getItem('lovia.console.pending.`+id+`') === null`), "nothing left to track")
 	})
 }

@@ -161,7 +161,7 @@ export function render(main, {id}) {
     if (e.status !== 404) stop();
   };
 
-  drawControls(controls, answer, id, tl);
+  drawControls(controls, answer, id, tl, () => ev.lastSeq);
   refresh();
   let timer = setInterval(refresh, STATUS_MS);
   const stop = () => { clearInterval(timer); timer = null; };
@@ -208,7 +208,19 @@ function drawDetails(el, d) {
   el.hidden = false;
 }
 
-function drawControls(el, out, id, tl) {
+// The messages injected from this browser that no turn has taken yet, by
+// run, kept across reloads (localStorage): a reload still says what became
+// of them.
+const PENDING = 'lovia.console.pending.';
+function pendingOf(id) {
+  try { return JSON.parse(localStorage.getItem(PENDING + id)) || []; } catch { return []; }
+}
+function setPending(id, list) {
+  if (list.length) localStorage.setItem(PENDING + id, JSON.stringify(list.slice(-20)));
+  else localStorage.removeItem(PENDING + id);
+}
+
+function drawControls(el, out, id, tl, lastSeq) {
   const reason = h('input', {id: 'cancel-reason', placeholder: 'reason (optional)', hidden: true});
   const confirm = h('button', {type: 'button', class: 'danger', id: 'cancel-confirm', hidden: true}, 'Confirm cancel');
   const cancel = h('button', {type: 'button', class: 'ghost', id: 'cancel'}, 'Cancel run…');
@@ -235,50 +247,66 @@ function drawControls(el, out, id, tl) {
       return;
     }
     clear(out);
+    const after = lastSeq(); // a turn that takes it comes after the events shown now
     const send = inject.querySelector('button[type="submit"]');
     send.disabled = true; // one message per click, however many clicks
     try {
       const rep = await post('/v1/runs/' + enc(id) + '/messages', {content});
       msg.value = '';
-      const withdraw = h('button', {type: 'button', class: 'ghost small'}, 'withdraw');
-      const item = h('span', {class: 'badge pending', 'data-token': rep.token}, 'queued: ' + content + ' ', withdraw);
-      let forget = () => {};
-      withdraw.addEventListener('click', async () => {
-        withdraw.disabled = true;
-        try {
-          const r = await del('/v1/runs/' + enc(id) + '/messages/' + enc(rep.token));
-          if (r?.removed) forget(); // no turn will take it
-          item.replaceWith(h('span', {class: 'badge'}, r?.removed ? 'withdrawn' : 'already delivered'));
-        } catch (err) {
-          withdraw.disabled = false;
-          item.append(errorBox(err));
-        }
-      });
-      pending.append(item);
-      forget = tl.onInjected(content, {
-        delivered: () => item.remove(),
-        // The run ended without it: the timeline says so, with the withdraw.
-        undelivered: (env, notice) => {
-          item.remove();
-          const w = h('button', {type: 'button', class: 'ghost small withdraw'}, 'withdraw');
-          w.addEventListener('click', async () => {
-            w.disabled = true;
-            try {
-              const r = await del('/v1/runs/' + enc(id) + '/messages/' + enc(rep.token));
-              w.replaceWith(h('span', {class: 'badge'}, r?.removed ? 'withdrawn' : 'not in the mailbox any more'));
-            } catch (err) {
-              w.disabled = false;
-              notice.append(errorBox(err, 'The message was not withdrawn'));
-            }
-          });
-          notice.append(w);
-        },
-      });
+      const p = {token: rep.token, content, after};
+      setPending(id, [...pendingOf(id).filter((q) => q.token !== p.token), p]);
+      track(p);
     } catch (err) {
       clear(out).append(errorBox(err, 'The message was not injected'));
     }
     send.disabled = false;
   });
+  const done = (p) => setPending(id, pendingOf(id).filter((q) => q.token !== p.token));
+  const withdrawIt = async (p) => (await del('/v1/runs/' + enc(id) + '/messages/' + enc(p.token)))?.removed;
+  // track shows a message waiting for a turn, and what became of it.
+  const track = (p) => {
+    const withdraw = h('button', {type: 'button', class: 'ghost small'}, 'withdraw');
+    const item = h('span', {class: 'badge pending', 'data-token': p.token}, 'queued: ' + p.content + ' ', withdraw);
+    let forget = () => {};
+    withdraw.addEventListener('click', async () => {
+      withdraw.disabled = true;
+      try {
+        const removed = await withdrawIt(p);
+        if (removed) {
+          forget(); // no turn will take it
+          done(p);
+        }
+        item.replaceWith(h('span', {class: 'badge'}, removed ? 'withdrawn' : 'already delivered'));
+      } catch (err) {
+        withdraw.disabled = false;
+        item.append(errorBox(err));
+      }
+    });
+    pending.append(item);
+    forget = tl.onInjected(p.content, {
+      after: p.after,
+      delivered: () => { item.remove(); done(p); },
+      // The run ended without it: the timeline says so, with the withdraw.
+      // It stays listed here while it waits in the mailbox.
+      undelivered: (env, notice) => {
+        item.remove();
+        const w = h('button', {type: 'button', class: 'ghost small withdraw'}, 'withdraw');
+        w.addEventListener('click', async () => {
+          w.disabled = true;
+          try {
+            const removed = await withdrawIt(p);
+            done(p);
+            w.replaceWith(h('span', {class: 'badge'}, removed ? 'withdrawn' : 'not in the mailbox any more'));
+          } catch (err) {
+            w.disabled = false;
+            notice.append(errorBox(err, 'The message was not withdrawn'));
+          }
+        });
+        notice.append(w);
+      },
+    });
+  };
+  for (const p of pendingOf(id)) track(p);
   el.append(inject, cancel, reason, confirm);
 }
 

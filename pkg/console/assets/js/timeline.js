@@ -25,18 +25,33 @@ export class Timeline {
     this.calls = new Map(); // call id → {card, body, state, actions}
     this.cur = {text: null, reasoning: null}; // the blocks deltas append to
     this.unsettled = []; // streamed blocks no message_completed has confirmed yet
-    this.injected = []; // [{content, delivered, undelivered}] waiting for user_message_injected
+    this.injected = []; // [{content, after, delivered, undelivered}] waiting for user_message_injected
     this.undelivered = []; // [{content, el}] messages a submission ended without
+    this.umis = []; // [{env, content, claimed}] the messages turns took
+    this.terminal = null; // {env, how} the last terminal event
     this.turn = null; // the turn of the last divider drawn
     this.retried = false; // streamed output was discarded since that divider
   }
 
-  // onInjected waits for a message injected from this page:
-  // delivered(env) runs when a turn folds it in, undelivered(env) when the
-  // submission ends before one does. It returns a function that stops the
-  // wait (the message was withdrawn).
-  onInjected(content, {delivered, undelivered}) {
-    const p = {content, delivered, undelivered};
+  // onInjected waits for a message injected from this page once the
+  // event after seq `after` was shown: delivered(env) runs when a later
+  // turn folds it in, undelivered(env, notice) when a later terminal event
+  // comes first. It returns a function that stops the wait (the message
+  // was withdrawn).
+  onInjected(content, {after, delivered, undelivered}) {
+    const p = {content, after: after || 0, delivered, undelivered};
+    // The events may have told already: the inject's reply can come after
+    // the turn that took the message, or after the run's end.
+    const u = this.umis.find((m) => !m.claimed && m.content === content && m.env.seq > p.after);
+    if (u) {
+      u.claimed = true;
+      delivered(u.env);
+      return () => {};
+    }
+    if (this.terminal && this.terminal.env.seq > p.after) {
+      this.undeliver(p, this.terminal.env, this.terminal.how);
+      return () => {};
+    }
     this.injected.push(p);
     return () => { this.injected = this.injected.filter((q) => q !== p); };
   }
@@ -157,15 +172,22 @@ export class Timeline {
 
   user_message_injected(d, env) {
     this.item(env, 'bubble user injected', h('div', {class: 'who'}, 'injected'), h('div', {class: 'text'}, d.content || ''));
-    const i = this.injected.findIndex((p) => p.content === d.content);
-    if (i >= 0) this.injected.splice(i, 1)[0].delivered(env);
+    const m = {env, content: d.content, claimed: false};
+    this.umis.push(m);
+    const i = this.injected.findIndex((p) => p.content === d.content && env.seq > p.after);
+    if (i >= 0) {
+      m.claimed = true;
+      this.injected.splice(i, 1)[0].delivered(env);
+    }
     // A message an earlier submission ended without, delivered by a later one.
     const u = this.undelivered.findIndex((p) => p.content === d.content);
     if (u >= 0) {
+      m.claimed = true;
       const {el} = this.undelivered.splice(u, 1)[0];
       el.classList.replace('undelivered', 'delivered-later');
       clear(el.querySelector('.what')).append(`message delivered later, in turn ${d.turn ?? env.turn}: “${d.content}”`);
       el.querySelector('.why')?.remove();
+      el.querySelector('.withdraw')?.remove();
     }
   }
 
@@ -173,21 +195,28 @@ export class Timeline {
   // outcome and messages no turn took.
   ended(env, how) {
     this.endTurn();
+    this.terminal = {env, how};
     for (const t of this.calls.values()) {
       if (!t.outcome) {
         t.ended = how;
         this.draw(t);
       }
     }
-    for (const p of this.injected.splice(0)) {
-      const why = how === 'completed'
-        ? 'the run completed before another turn took it; it is left in the run\'s mailbox, where nothing reads it: withdraw it, or send it to a new run'
-        : 'the run ended before a turn took it; it waits in the run\'s mailbox: resubmitting the run (if_run_exists: resume) delivers it, or withdraw it';
-      const el = this.notice(env, `message not delivered: “${p.content}”`, h('div', {class: 'why'}, why));
-      el.classList.add('undelivered');
-      this.undelivered.push({content: p.content, el});
-      p.undelivered(env, el);
-    }
+    const left = this.injected.filter((p) => env.seq > p.after);
+    this.injected = this.injected.filter((p) => env.seq <= p.after);
+    for (const p of left) this.undeliver(p, env, how);
+  }
+
+  // undeliver reports a message the submission that ended with env never
+  // took.
+  undeliver(p, env, how) {
+    const why = how === 'completed'
+      ? 'the run completed before another turn took it; it is left in the run\'s mailbox, where nothing reads it: withdraw it, or send it to a new run'
+      : 'the run ended before a turn took it; it waits in the run\'s mailbox: resubmitting the run (if_run_exists: resume) delivers it, or withdraw it';
+    const el = this.notice(env, `message not delivered: “${p.content}”`, h('div', {class: 'why'}, why));
+    el.classList.add('undelivered');
+    this.undelivered.push({content: p.content, el});
+    p.undelivered(env, el);
   }
 
   // call returns the card of a tool call, made on first sight, after
