@@ -37,8 +37,10 @@
 // event shown over an older status reply. A turn run again after a resume
 // is not drawn twice unless streamed output was discarded, and a message
 // injected from the page that no turn took before the run ended is
-// reported in the timeline, with a withdraw. An unknown run id says so,
-// offers no controls, and is looked up again every 5 seconds.
+// reported in the timeline, with a withdraw (the browser keeps its
+// injected messages in localStorage until a turn takes them or they are
+// withdrawn, so a reload still tells). An unknown run id says so, offers
+// no controls, and is looked up again every 5 seconds.
 //
 // # Serving
 //
