@@ -347,6 +347,7 @@ func TestConsole(t *testing.T) {
 			chromedp.Click(chromedp.CSS(card+" button.approve")))
 		b.visible("the run's completion", `.ev.outcome.completed`, long)
 		require.Contains(t, b.textOf(card+" .tool-result"), "blue, please", "the answer is the tool's result")
+		require.Equal(t, "answered: blue, please", b.textOf(card+" .decision"), "an answer, not an approval")
 	})
 
 	t.Run("shows a handoff", func(t *testing.T) {

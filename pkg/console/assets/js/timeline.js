@@ -16,6 +16,12 @@ const HANDLED = new Set(['run_started', 'run_resumed', 'turn_started', 'turn_end
   'tool_call_failed', 'approval_required', 'approval_resolved', 'handoff_occurred', 'context_compacted',
   'run_completed', 'run_failed']);
 
+// decided names a decision: an ask_human call is answered or declined,
+// any other approved or rejected.
+const decided = (tool, decision) => tool === 'ask_human'
+  ? (decision === 'approve' ? 'answered' : 'declined')
+  : (decision === 'approve' ? 'approved' : 'rejected');
+
 export class Timeline {
   // el is the timeline's container; opts.todo the todo panel; opts.decide(callID,
   // decision, reason) sends a decision; opts.onTerminal() runs after the terminal event.
@@ -253,20 +259,23 @@ export class Timeline {
     let label = 'requested';
     const rejected = t.resolved?.decision === 'reject';
     if (t.outcome === 'done') state = label = 'done';
-    else if (t.outcome && rejected) state = label = 'rejected';
+    else if (t.outcome && rejected) {
+      state = 'rejected';
+      label = decided(t.name, 'reject');
+    }
     else if (t.outcome) state = label = t.outcome;
     else if (t.ended) {
       state = t.ended === 'cancelled' ? 'cancelled' : 'unfinished';
-      label = rejected ? 'rejected' : t.ended === 'cancelled' ? 'cancelled with the run' : t.ended === 'completed' ? 'no result' : 'no result: the run failed';
+      label = rejected ? decided(t.name, 'reject') : t.ended === 'cancelled' ? 'cancelled with the run' : t.ended === 'completed' ? 'no result' : 'no result: the run failed';
     } else if (t.started) {
       state = 'running';
       label = t.interrupted ? 'interrupted: its worker stopped; the resumed run runs it again' : 'running';
     } else if (t.resolved) {
       state = rejected ? 'rejected' : 'approved';
-      label = rejected ? 'rejected' : 'approved';
+      label = decided(t.name, t.resolved.decision);
     } else if (t.sent?.accepted) {
       state = 'decided';
-      label = t.sent.decision === 'approve' ? 'approved: waiting for the run to apply it' : 'rejected: waiting for the run to apply it';
+      label = decided(t.name, t.sent.decision) + ': waiting for the run to apply it';
     } else if (t.required) {
       state = 'awaiting approval';
       label = t.name === 'ask_human' ? 'awaiting an answer' : 'awaiting approval';
@@ -336,7 +345,7 @@ export class Timeline {
 
   approval_resolved(d, env) {
     const t = this.calls.get(d.call_id);
-    const text = `${d.decision === 'approve' ? 'approved' : 'rejected'}${d.reason ? ': ' + d.reason : ''}`;
+    const text = `${decided(t?.name, d.decision)}${d.reason ? ': ' + d.reason : ''}`;
     if (!t) {
       this.notice(env, `call ${d.call_id} ${text}`);
       return;
