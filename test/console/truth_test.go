@@ -241,6 +241,21 @@ func TestConsoleSaysWhatIsSo(t *testing.T) {
 		require.Equal(t, 1, eval[int](b, `document.querySelectorAll('.tool[data-call-id="write1"] .decision').length`), "one decision shown")
 	})
 
+	t.Run("a rejected call stays rejected after its refusal", func(t *testing.T) {
+		b.t = t
+		id := s.submit(t, "gated", "")
+		b.open(s.gw.URL + "/#/runs/" + id)
+		card := `.tool[data-call-id="write1"]`
+		b.visible("the reject button", card+" button.reject", long)
+		b.do("rejecting with a reason", long,
+			chromedp.SetValue(chromedp.CSS(card+" input.reason"), "not now"),
+			chromedp.Click(chromedp.CSS(card+" button.reject")))
+		b.visible("the run's completion", `.ev.outcome.completed`, long)
+		b.visible("the refusal as the call's result", card+" .tool-result.is-error", long)
+		require.Equal(t, "rejected: rejected", eval[string](b, cardState("write1")), "the refusal is the rejection, not an error of the tool")
+		require.Equal(t, "rejected: not now", b.textOf(card+" .decision"))
+	})
+
 	var napRun string
 	t.Run("a cancelled run's call in flight is cancelled, not running", func(t *testing.T) {
 		b.t = t
