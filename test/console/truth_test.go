@@ -59,6 +59,20 @@ type heldReplies struct {
 	match   func(*http.Request) bool
 	before  bool // hold the request itself, not only its reply
 	release chan struct{}
+	refuse  func(*http.Request) bool // answered 503, as by a gateway that is down
+}
+
+// refuseWhile answers the matching requests 503 until the test calls the
+// function it returns.
+func (h *heldReplies) refuseWhile(match func(*http.Request) bool) func() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.refuse = match
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.refuse = nil
+	}
 }
 
 func (h *heldReplies) hold(match func(*http.Request) bool) {
@@ -103,8 +117,14 @@ func (h *heldReplies) let() {
 func (h *heldReplies) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.mu.Lock()
-		release, match, before := h.release, h.match, h.before
+		release, match, before, refuse := h.release, h.match, h.before, h.refuse
 		h.mu.Unlock()
+		if refuse != nil && refuse(r) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"error":{"type":"Unavailable","message":"the gateway is stopping","hint":"reconnect to another gateway"}}`))
+			return
+		}
 		if release == nil || !match(r) {
 			next.ServeHTTP(w, r)
 			return
@@ -386,6 +406,19 @@ func TestConsoleSaysWhatIsSo(t *testing.T) {
 		b.do("withdrawing it", long, chromedp.Click(chromedp.CSS(`#inject-pending .badge.pending button`)))
 		b.visible("the run's completion", `.ev.outcome.completed`, long)
 		require.Zero(t, eval[int](b, `document.querySelectorAll('.ev.undelivered, .bubble.injected').length`), "a withdrawn message was neither lost nor delivered")
+	})
+
+	t.Run("a run page opened while the gateway cannot answer says so, then follows the run", func(t *testing.T) {
+		b.t = t
+		id := s.submit(t, "streamer", "")
+		answer := s.held.refuseWhile(statusReads)
+		t.Cleanup(answer)
+		b.open(s.gw.URL + "/#/runs/" + id)
+		waitFor[bool](b, "the stream state to say it waits for the gateway (not to stay connecting)", long,
+			`document.getElementById('stream-state').textContent.startsWith('waiting for the gateway')`)
+		require.Contains(t, b.textOf("#run-facts"), "Reading the status failed")
+		answer()
+		b.visible("the run's completion once the gateway answers", `.ev.outcome.completed`, long)
 	})
 
 	t.Run("an injected message no turn took is reported, not dropped", func(t *testing.T) {

@@ -95,6 +95,11 @@ export function render(main, {id}) {
         return;
       }
       clear(facts).append(errorBox(e, 'Reading the status failed'));
+      if (!found) {
+        // The stream opens once the status says the run exists.
+        streamState.dataset.state = 'waiting';
+        streamState.textContent = `waiting for the gateway: trying again every ${STATUS_MS / 1000} s`;
+      }
       return;
     }
     // describe (newer gateways) adds what the run awaits from the first

@@ -28,7 +28,7 @@ export class Timeline {
   constructor(el, opts) {
     this.el = el;
     this.opts = opts;
-    this.calls = new Map(); // call id → {card, body, state, actions}
+    this.calls = new Map(); // call id → its card and what is known of the call (see call)
     this.cur = {text: null, reasoning: null}; // the blocks deltas append to
     this.unsettled = []; // streamed blocks no message_completed has confirmed yet
     this.injected = []; // [{content, after, delivered, undelivered}] waiting for user_message_injected
