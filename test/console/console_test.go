@@ -436,6 +436,8 @@ func TestConsole(t *testing.T) {
 		require.Equal(t, talked, final)
 		require.Equal(t, 1, eval[int](b, `document.querySelectorAll('.bubble.assistant').length`),
 			"the text streamed before the kill was cleared, not left beside the resumed answer")
+		require.Equal(t, []string{"turn 1 · talker", "turn 1 again · talker"},
+			eval[[]string](b, `[...document.querySelectorAll('.ev.turn')].map((e) => e.textContent)`), "the turn the kill cut short is tried again")
 		b.visible("the completed chip", `#run-status .chip-completed`, long)
 		b.screenshot("run-resumed")
 	})
