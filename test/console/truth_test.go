@@ -260,6 +260,24 @@ func TestConsoleSaysWhatIsSo(t *testing.T) {
 		require.Equal(t, 1, eval[int](b, `document.querySelectorAll('.tool[data-call-id="write1"] .decision').length`), "one decision shown")
 	})
 
+	t.Run("the attempt shown is the resume's, not a slower status reply's", func(t *testing.T) {
+		b.t = t
+		id := s.submit(t, "gated", "")
+		b.open(s.gw.URL + "/#/runs/" + id)
+		card := `.tool[data-call-id="write1"]`
+		b.visible("the approve button", card+" button.approve", long)
+		waitFor[bool](b, "the first attempt in the facts", long, `document.querySelector('[data-fact="attempt"] dd')?.textContent === '1'`)
+		s.waitParked(t, id)
+		s.held.hold(statusReads)
+		t.Cleanup(s.held.let)
+		b.do("approving the parked call", long, chromedp.Click(chromedp.CSS(card+" button.approve")))
+		b.visible("the run's completion, the status replies held", `.ev.outcome.completed`, long)
+		b.present("the resume", `.ev.resumed`, long)
+		require.Equal(t, "2", b.textOf(`[data-fact="attempt"] dd`), "the resume is the second attempt")
+		require.Equal(t, "w1", b.textOf(`[data-fact="worker"] dd`))
+		s.held.let()
+	})
+
 	t.Run("a rejected call stays rejected after its refusal", func(t *testing.T) {
 		b.t = t
 		id := s.submit(t, "gated", "")

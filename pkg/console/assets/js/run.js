@@ -44,7 +44,7 @@ export function render(main, {id}) {
   // What the events say, which a status reply older than them must not
   // undo: the terminal event of the last submission shown (cleared by a
   // later submission's start), the turn, the submissions ended.
-  const ev = {lastSeq: 0, terminal: '', terminalSeq: 0, turns: 0, ended: 0};
+  const ev = {lastSeq: 0, terminal: '', terminalSeq: 0, turns: 0, ended: 0, claim: null};
   const tl = new Timeline(timelineEl, {
     todo,
     decide: (callID, decision, reason) => post('/v1/runs/' + enc(id) + '/approvals/' + enc(callID), {decision, reason}),
@@ -66,9 +66,12 @@ export function render(main, {id}) {
           if (env.type === 'run_completed' && env.data?.turns > 0) ev.turns = env.data.turns;
         } else if (env.type === 'run_started' || env.type === 'run_resumed') {
           ev.terminal = '';
+          // The worker that holds the run now, newer than a status read
+          // before this event.
+          ev.claim = {seq: env.seq, worker: env.data?.worker, attempt: env.data?.attempt};
           if (env.type === 'run_started') controls.hidden = false;
         }
-        if (['turn_started', 'approval_resolved', 'run_completed', 'run_failed'].includes(env.type)) paint();
+        if (['run_resumed', 'turn_started', 'approval_resolved', 'run_completed', 'run_failed'].includes(env.type)) paint();
         if (['run_resumed', 'approval_required', 'approval_resolved', 'run_started'].includes(env.type)) refresh();
       },
       onState: (state, err) => {
@@ -85,6 +88,7 @@ export function render(main, {id}) {
   let found = false;
   const refresh = async () => {
     const mine = ++gen;
+    const asOf = ev.lastSeq; // the events shown when the status was read
     let st;
     try {
       st = await get('/v1/runs/' + enc(id), {signal: ctl.signal});
@@ -123,7 +127,7 @@ export function render(main, {id}) {
       controls.hidden = st.status === 'completed' || st.status === 'failed';
       follow();
     }
-    reply = {st, d};
+    reply = {st, d, asOf};
     // A later submission: the run runs again, or ran again and ended,
     // after the last terminal event shown (each submission ends with one).
     // Its events follow.
@@ -139,8 +143,12 @@ export function render(main, {id}) {
   // shown ends the wait for it.
   const paint = () => {
     if (!reply) return;
-    const {st, d} = reply;
+    const {st, d, asOf} = reply;
     const view = d ? Object.assign({}, st, {awaiting: d.awaiting || null, final_agent: d.final_agent, parent_run_id: d.parent_run_id}) : Object.assign({}, st);
+    if (ev.claim && ev.claim.seq > asOf) {
+      if (ev.claim.worker) view.worker = ev.claim.worker;
+      if (ev.claim.attempt) view.attempt = ev.claim.attempt;
+    }
     if (ev.terminal && !later()) {
       view.status = ev.terminal;
       view.awaiting = null;
