@@ -21,8 +21,26 @@
 // browser's localStorage and sent as "Authorization: Bearer"; event streams
 // are read with fetch and a stream reader (not EventSource, which cannot
 // send headers), and a dropped stream reconnects with Last-Event-ID set to
-// the last event shown, so no event is lost or shown twice. The console can
+// the last event shown, so no event is lost or shown twice. A run's stream
+// ends with a submission's terminal event; when the run's description
+// counts more submissions than the page has seen end (the run was
+// resubmitted), the page follows on from the last event shown. The console can
 // also talk to a gateway of another origin that allows it (--cors-origin).
+//
+// # What a run page shows
+//
+// A run page's state is derived from the run's events, never from which
+// of two racing replies came last: a tool call's card shows its outcome,
+// else the run's end (a call a cancel cut short is "cancelled with the
+// run"), else that it runs, else its decision, else the decision this
+// page sent, else the wait for one; the status chip follows the terminal
+// event shown over an older status reply. A turn run again after a resume
+// is not drawn twice unless streamed output was discarded, and a message
+// injected from the page that no turn took before the run ended is
+// reported in the timeline, with a withdraw (the browser keeps its
+// injected messages in localStorage until a turn takes them or they are
+// withdrawn, so a reload still tells). An unknown run id says so, offers
+// no controls, and is looked up again every 5 seconds.
 //
 // # Serving
 //

@@ -140,6 +140,13 @@ func (b *browser) open(url string) {
 	b.do("opening "+url, 30*time.Second, chromedp.Navigate(url), chromedp.WaitVisible(chromedp.CSS("#nav")))
 }
 
+// reload reloads the page (opening the address it shows is no reload:
+// the same address with a fragment stays in the page).
+func (b *browser) reload() {
+	b.t.Helper()
+	b.do("reloading", 30*time.Second, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("#nav")))
+}
+
 // screenshot saves the viewport as <name>.png in the artifacts directory.
 func (b *browser) screenshot(name string) string {
 	b.t.Helper()

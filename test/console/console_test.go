@@ -272,7 +272,7 @@ func TestConsole(t *testing.T) {
 			chromedp.Click(chromedp.CSS("#settings-save")))
 		b.visible("the victim worker in the workers table", `#workers tr[data-worker="victim"]`, long)
 		// The token survives a reload (localStorage).
-		b.open(s.gw.URL + "/#/workers")
+		b.reload()
 		b.visible("the workers table after a reload", `#workers tr[data-worker="victim"]`, long)
 	})
 
@@ -347,6 +347,7 @@ func TestConsole(t *testing.T) {
 			chromedp.Click(chromedp.CSS(card+" button.approve")))
 		b.visible("the run's completion", `.ev.outcome.completed`, long)
 		require.Contains(t, b.textOf(card+" .tool-result"), "blue, please", "the answer is the tool's result")
+		require.Equal(t, "answered: blue, please", b.textOf(card+" .decision"), "an answer, not an approval")
 	})
 
 	t.Run("shows a handoff", func(t *testing.T) {
@@ -435,6 +436,8 @@ func TestConsole(t *testing.T) {
 		require.Equal(t, talked, final)
 		require.Equal(t, 1, eval[int](b, `document.querySelectorAll('.bubble.assistant').length`),
 			"the text streamed before the kill was cleared, not left beside the resumed answer")
+		require.Equal(t, []string{"turn 1 · talker", "turn 1 again · talker"},
+			eval[[]string](b, `[...document.querySelectorAll('.ev.turn')].map((e) => e.textContent)`), "the turn the kill cut short is tried again")
 		b.visible("the completed chip", `#run-status .chip-completed`, long)
 		b.screenshot("run-resumed")
 	})

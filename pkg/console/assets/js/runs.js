@@ -136,7 +136,10 @@ function row(r) {
       r.awaiting ? h('span', {class: 'badge awaiting', title: r.awaiting.question || ''}, r.awaiting.kind === 'question' ? 'question' : 'approval: ' + (r.awaiting.tool || r.awaiting.call_id)) : null,
       r.error ? h('div', {class: 'small error-text'}, r.error.type) : null),
     h('td', {class: 'mono'}, r.worker || ''),
-    h('td', {}, String(r.turns ?? '')),
+    // The record counts a run's turns when it completes (0 before): a
+    // run under way or failed shows none rather than a 0 its page denies.
+    r.turns > 0 ? h('td', {class: 'turns'}, String(r.turns))
+      : h('td', {class: 'turns muted', title: 'the fleet counts a run\'s turns when it completes: open the run for the turn it is in'}, '—'),
     h('td', {title: r.created_at || ''}, ago(r.created_at)),
     h('td', {title: r.updated_at || ''}, ago(r.updated_at)));
 }
