@@ -117,6 +117,13 @@ func TestUsageAndErrors(t *testing.T) {
 	errb.Reset()
 	require.Equal(t, ExitUsage, Main(ctx, []string{"run"}, nil, &out, &errb, os.Getenv))
 	errb.Reset()
+	// A blank input is no input: refused before connecting (a run id
+	// alone would resubmit a run, issue 25 item 4).
+	for _, cmd := range []string{"run", "submit"} {
+		require.Equal(t, ExitUsage, Main(ctx, []string{cmd, "--nats", "nats://127.0.0.1:1", " "}, nil, &out, &errb, os.Getenv), cmd)
+		require.Contains(t, errb.String(), "INPUT is required", cmd)
+		errb.Reset()
+	}
 	// No NATS: a clear failure, exit 1.
 	code := Main(ctx, []string{"status", "--nats", "nats://127.0.0.1:1", "r1"}, nil, &out, &errb, os.Getenv)
 	require.Equal(t, ExitFailure, code)

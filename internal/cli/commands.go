@@ -66,8 +66,8 @@ func runRun(ctx context.Context, env *Env, args []string) int {
 	if !ok {
 		return ExitUsage
 	}
-	if len(pos) == 0 {
-		return usageErr(env, fs, "INPUT is required")
+	if strings.TrimSpace(strings.Join(pos, "")) == "" {
+		return usageErr(env, fs, "INPUT is required: give the run's input text")
 	}
 	c, nc, err := nf.client("run")
 	if err != nil {
@@ -101,8 +101,8 @@ func runSubmit(ctx context.Context, env *Env, args []string) int {
 	if !ok {
 		return ExitUsage
 	}
-	if len(pos) == 0 {
-		return usageErr(env, fs, "INPUT is required")
+	if strings.TrimSpace(strings.Join(pos, "")) == "" {
+		return usageErr(env, fs, "INPUT is required: give the run's input text")
 	}
 	c, nc, err := nf.client("submit")
 	if err != nil {

@@ -263,6 +263,19 @@ func TestSubmitErrors(t *testing.T) {
 	_, err = f.Client.Submit(ctx, &bus.RunRequest{Agent: "calc", IfRunExists: "sometimes"})
 	require.Contains(t, apiError(t, err, bus.TypeInvalidRequest).Message, "if_run_exists")
 
+	// A new run needs an input: the client names the run it submits, and
+	// a named run without input is a resubmission (issue 25, item 4).
+	for _, in := range []bus.Input{{}, bus.TextInput(""), bus.MessagesInput()} {
+		_, err = f.Client.Submit(ctx, &bus.RunRequest{Agent: "calc", Input: in})
+		msg := apiError(t, err, bus.TypeInvalidRequest).Message
+		require.Contains(t, msg, "input: is required", "input %+v", in)
+		require.NotContains(t, msg, "does not exist", "refused without naming a run id the caller never chose")
+	}
+	_, err = f.Client.Submit(ctx, &bus.RunRequest{RunID: "fresh-1", Agent: "calc"})
+	require.Contains(t, apiError(t, err, bus.TypeInvalidRequest).Message, "input: is required: run fresh-1 does not exist")
+	_, err = f.Client.Status(ctx, "fresh-1")
+	apiError(t, err, bus.TypeNotFound)
+
 	_, err = f.Client.Status(ctx, "bad-id-never-run")
 	apiError(t, err, bus.TypeNotFound)
 }

@@ -137,6 +137,17 @@ func (a *API) submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 	events, _ := a.names.Events(req.RunID)
 	reply := &bus.SubmitReply{RunID: req.RunID, EventsSubject: events, Agent: req.Agent, Status: bus.StateQueued}
 	runs := a.cfg.Store.Runs()
+	if noInput(req) {
+		// Only the resubmission of an existing run may omit its input (it
+		// resumes the run): a run id the fleet has never seen would start a
+		// run on nothing.
+		if _, err := runs.Get(ctx, req.RunID); errors.Is(err, store.ErrRunNotFound) {
+			return nil, &bus.FieldError{Field: "input", Reason: fmt.Sprintf(
+				"is required: run %s does not exist, and only the resubmission of an existing run may omit it; give a string, or a list of {role, content}", req.RunID)}
+		} else if err != nil {
+			return nil, err
+		}
+	}
 	e, err := runs.Create(ctx, lifecycle.Submit(lifecycle.SubmissionOf(req)))
 	switch {
 	case errors.Is(err, store.ErrRunExists):
@@ -206,6 +217,11 @@ func wireState(s store.RunStatus) bus.RunState {
 		return bus.StateRunning
 	}
 	return bus.RunState(s)
+}
+
+// noInput reports whether req gives no input (none, or an empty list).
+func noInput(req *bus.RunRequest) bool {
+	return req.Input.IsZero() || req.Input.IsList() && len(req.Input.Messages) == 0
 }
 
 func inputSize(in bus.Input) int {

@@ -91,3 +91,34 @@ func TestSubmitRefusesBadInput(t *testing.T) {
 		}
 	})
 }
+
+// TestSubmitWithoutInputNeedsAnExistingRun: a run id alone does not make a
+// run: only the resubmission of a run the fleet has seen may omit its
+// input (issue 25, item 4).
+func TestSubmitWithoutInputNeedsAnExistingRun(t *testing.T) {
+	t.Parallel()
+	nc := serveAPI(t)
+	for _, body := range []string{
+		`{"agent":"oracle","run_id":"fresh-1"}`,
+		`{"agent":"oracle","run_id":"fresh-2","input":[]}`,
+	} {
+		e := errorReply(t, nc, "lovia.api.submit", body)
+		require.Equal(t, bus.TypeInvalidRequest, e.Type, body)
+		require.Contains(t, e.Message, "input: is required: run fresh-", body)
+		require.NotEmpty(t, e.Hint)
+	}
+	// The refused submits indexed no run.
+	e := errorReply(t, nc, "lovia.api.run.fresh-1.status", "")
+	require.Equal(t, bus.TypeNotFound, e.Type)
+
+	// An existing run's resubmission may omit it.
+	first, err := nc.RequestWithContext(t.Context(), "lovia.api.submit", []byte(`{"agent":"oracle","run_id":"known-1","input":"hi"}`))
+	require.NoError(t, err)
+	require.Empty(t, first.Header.Get(bus.HeaderServiceErrorCode), "%s", first.Data)
+	again, err := nc.RequestWithContext(t.Context(), "lovia.api.submit", []byte(`{"agent":"oracle","run_id":"known-1"}`))
+	require.NoError(t, err)
+	require.Empty(t, again.Header.Get(bus.HeaderServiceErrorCode), "a resubmission without input is accepted: %s", again.Data)
+	var sr bus.SubmitReply
+	require.NoError(t, json.Unmarshal(again.Data, &sr))
+	require.Equal(t, "known-1", sr.RunID)
+}
