@@ -262,6 +262,11 @@ func IsStale(r store.RunRecord, submission int, seq uint64) bool {
 	switch {
 	case r.RequestSeq != 0 && seq < r.RequestSeq:
 		return true
+	case CancelledUnheld(r) && (seq == r.RequestSeq || submission != 0 && submission <= max(r.Submissions, 1)):
+		// Every request of the submission a cancel ended with no worker
+		// holding it: those stored before the cancel, and the ones a
+		// requeue or a wake racing it stored after.
+		return true
 	case submission == 0:
 		return false
 	case submission < r.Submissions:
@@ -329,7 +334,9 @@ func Finish(r store.RunRecord, ev loop.Event, now time.Time) (store.RunRecord, e
 	switch ev.(type) {
 	case *loop.RunCompleted:
 	case *loop.RunFailed:
-		if r.Status == Completed {
+		if r.Status == Completed || CancelledUnheld(r) {
+			// A run cancelled with no holder keeps that outcome: its
+			// run_failed is the API's (and IsStale needs the step).
 			return r, refuse("finish", r, ErrEnded)
 		}
 	default:
@@ -346,6 +353,40 @@ func outcomeStep(ev loop.Event) string {
 		return store.StepComplete
 	}
 	return store.StepFail
+}
+
+// CancelUnheld ends, on a cancel request, a run that no worker holds —
+// queued (never claimed, released, woken) or parked — at once: failed at
+// now with info (RunCancelled), whose run_failed the caller publishes.
+// horizon is the runs stream's last sequence, read before the transition:
+// every request of the run stored by then, and every request of the
+// submission stored after (a requeue or a wake racing the cancel), is
+// stale from now on (see [IsStale]), so no worker runs the cancelled
+// submission; a raw publish stored after the cancel is a new submission,
+// as for any ended run. The record names horizon as its request, and the
+// run_failed carries it (bus.HeaderRequest), which tells the API's event
+// from an earlier submission's.
+//
+// A running run is refused with ErrHeld (its holder applies the cancel),
+// an ended one with ErrEnded.
+func CancelUnheld(r store.RunRecord, info loop.ErrorInfo, now time.Time, horizon uint64) (store.RunRecord, error) {
+	switch r.Status {
+	case Queued, Parked:
+	case Running:
+		return r, refuse("cancel", r, ErrHeld)
+	default:
+		return r, refuse("cancel", r, ErrEnded)
+	}
+	r.Status, r.Error, r.FinishedAt, r.Parked, r.Quiet = Failed, &info, now.UTC(), nil, false
+	r.RequestSeq = max(r.RequestSeq, horizon)
+	r.AddAttempt(store.StepCancel, "", now)
+	return r, nil
+}
+
+// CancelledUnheld reports whether r's submission was ended by
+// [CancelUnheld] (and nothing has happened to the run since).
+func CancelledUnheld(r store.RunRecord) bool {
+	return r.Status == Failed && r.LastStep() == store.StepCancel
 }
 
 // Reject fails the run of an invalid request (stored at seq, of the

@@ -518,28 +518,6 @@ func (a *API) Approve(ctx context.Context, runID string, req *bus.ApproveRequest
 	return &bus.ApproveReply{RunID: runID, CallID: req.CallID, Decision: d.Decision, Reason: d.Reason, Accepted: created}, nil
 }
 
-// Cancel persists a cancel request.
-func (a *API) Cancel(ctx context.Context, runID string, req *bus.CancelRequest) (*bus.CancelReply, error) {
-	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
-	defer cancel()
-	rec, err := a.liveRun(ctx, runID, false)
-	if err != nil {
-		return nil, err
-	}
-	if rec.Status.Ended() {
-		return &bus.CancelReply{RunID: runID, Cancelled: false, Status: string(rec.Status)}, nil
-	}
-	if _, err := a.cfg.Store.Control().RequestCancel(ctx, runID, rec.Submissions, req.Reason); err != nil {
-		return nil, err
-	}
-	if !a.delivered(ctx, runID, rec.Submissions) {
-		// The run ended and was submitted again meanwhile: the cancel
-		// belongs to the submission that ended.
-		return &bus.CancelReply{RunID: runID, Cancelled: false, Status: string(store.RunFailed)}, nil
-	}
-	return &bus.CancelReply{RunID: runID, Cancelled: true, Status: string(wireState(rec.Status))}, nil
-}
-
 // delivered makes a control record just stored for the run's given
 // submission reach the run: it notifies the run's owner, and wakes the run
 // if it is parked. It reads the record after the store (from the stream
