@@ -447,7 +447,7 @@ func (w *Worker) run(ctx, runCtx context.Context, x *execution) (wakeAfter bool)
 		parent: bus.ParentRunID(x.req.Metadata), pubCtx: context.WithoutCancel(ctx)}
 	opts, err := w.runOptions(x.req, x.runID, x.ag, x.ar, sink, d.fresh, d.unclaimed, quiet)
 	if err != nil {
-		w.finishPoison(ctx, d, x.rp, x.runID, err)
+		w.finishPoison(ctx, d, x.rp, x.runID, x.ag.Name, err)
 		return false
 	}
 	h := w.runner.Stream(runCtx, x.ag.Agent, x.req.Input.Entries(), opts...)

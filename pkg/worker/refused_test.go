@@ -22,6 +22,7 @@ func TestRunRefusedBeforeStartFailsOnce(t *testing.T) {
 	require.NoError(t, err)
 	envs := f.Events(rep.RunID, 10*time.Second)
 	require.Len(t, envs, 1)
+	require.Equal(t, "calc", envs[0].Agent, "the refused run's run_failed names its agent")
 	ev, err := envs[0].Event()
 	require.NoError(t, err)
 	rf := ev.(*loop.RunFailed)
