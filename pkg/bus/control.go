@@ -298,8 +298,10 @@ type AgentInfo struct {
 	// MaxAgentInstructions bytes.
 	Instructions string `json:"instructions,omitempty" msgpack:"instructions,omitempty"`
 	// Schemas are the agent's resolved tools — built-in, MCP, tool
-	// services — with their JSON Schemas, as a run would get them now.
-	Schemas []loop.ToolSchema `json:"schemas,omitempty" msgpack:"schemas,omitempty"`
+	// services — with their JSON Schemas, as a run would get them now:
+	// always present, an empty list when none is resolved (no tools, or
+	// tool services not up yet).
+	Schemas []loop.ToolSchema `json:"schemas" msgpack:"schemas"`
 }
 
 // MaxAgentInstructions caps AgentInfo.Instructions: an agents list (and

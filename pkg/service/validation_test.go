@@ -122,3 +122,25 @@ func TestSubmitWithoutInputNeedsAnExistingRun(t *testing.T) {
 	require.NoError(t, json.Unmarshal(again.Data, &sr))
 	require.Equal(t, "known-1", sr.RunID)
 }
+
+// TestAgentsAlwaysHaveSchemas: every agent of lovia.api.agents carries its
+// schemas, an empty list for one with no resolved tool (none, or tool
+// services not up yet), as docs/protocol.md says (issue 25, item 10).
+func TestAgentsAlwaysHaveSchemas(t *testing.T) {
+	t.Parallel()
+	nc := serveAPI(t)
+	rep, err := nc.RequestWithContext(t.Context(), "lovia.api.agents", nil)
+	require.NoError(t, err)
+	var out struct {
+		Agents []map[string]json.RawMessage `json:"agents"`
+	}
+	require.NoError(t, json.Unmarshal(rep.Data, &out), "%s", rep.Data)
+	require.NotEmpty(t, out.Agents)
+	for _, a := range out.Agents {
+		for _, key := range []string{"name", "model", "tools", "handoffs", "schemas"} {
+			v, ok := a[key]
+			require.True(t, ok, "agent %s has no %q: %s", a["name"], key, rep.Data)
+			require.NotEqual(t, "null", string(v), "agent %s: %q is null: %s", a["name"], key, rep.Data)
+		}
+	}
+}
