@@ -606,8 +606,11 @@ func (a *API) Session(ctx context.Context, sessionID string) (*bus.SessionReply,
 	if err != nil {
 		return nil, err
 	}
-	if segs == nil {
-		segs = []loop.Segment{}
+	if len(segs) == 0 {
+		// A session is its segments: one is stored as each run of it
+		// completes.
+		return nil, &bus.APIError{Type: bus.TypeNotFound, Message: "session " + sessionID + " not found",
+			Hint: "check the id; a session holds a segment once a run submitted with its session_id has completed (lovia runs list --session " + sessionID + " lists its runs)"}
 	}
 	return &bus.SessionReply{SessionID: sessionID, Segments: segs}, nil
 }
