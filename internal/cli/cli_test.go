@@ -104,6 +104,20 @@ func TestDevRunTailStatus(t *testing.T) {
 		out.Reset()
 		return Main(ctx, []string{"status", runID}, nil, &out, &errb, env) == ExitOK && strings.Contains(out.String(), `"status": "completed"`)
 	}, 10*time.Second, 50*time.Millisecond, out.String())
+
+	// Submitted again under its run id, the completed run is replayed, and
+	// submit says so; with another input, that the input was not run
+	// (issue 25, item 10).
+	for _, tc := range []struct{ input, says string }{
+		{"What time is it?", "had already completed: nothing new runs"},
+		{"What is 2+2?", "had already completed with another input: that input was NOT run"},
+	} {
+		out.Reset()
+		errb.Reset()
+		require.Equal(t, ExitOK, Main(ctx, []string{"submit", "--run-id", runID, tc.input}, nil, &out, &errb, env), errb.String())
+		require.Equal(t, runID, strings.TrimSpace(out.String()))
+		require.Contains(t, errb.String(), tc.says)
+	}
 }
 
 func TestUsageAndErrors(t *testing.T) {

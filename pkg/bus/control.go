@@ -36,6 +36,10 @@ type SubmitReply struct {
 	// Result is the stored result.
 	Replayed bool          `json:"replayed,omitempty" msgpack:"replayed,omitempty"`
 	Result   *StoredResult `json:"result,omitempty" msgpack:"result,omitempty"`
+	// InputDiffers is true on a replay whose request gave another input
+	// than the one the run completed with: that input was not run (submit
+	// it under a new run id, or with if_run_exists restart).
+	InputDiffers bool `json:"input_differs,omitempty" msgpack:"input_differs,omitempty"`
 }
 
 // Validate checks identifiers and the status.

@@ -728,3 +728,38 @@ func TestSubmitSentAgainWhenItsProcessDies(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.EqualValues(t, 2, taken.Load(), "one submit lost, one inject lost, nothing sent again")
 }
+
+// TestReplayOfAnotherInput: a completed run submitted again is replayed
+// (nothing runs); the reply says when the request's input is not the one
+// the run completed with (issue 25, item 10).
+func TestReplayOfAnotherInput(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	rep, err := f.Client.Submit(ctx, &bus.RunRequest{RunID: "once", Agent: "calc", Input: bus.TextInput("What is 12*7?")})
+	require.NoError(t, err)
+	tailAll(t, f.Client, rep.RunID)
+	waitStatus(t, f.Client, "once", bus.StateCompleted)
+
+	same, err := f.Client.Submit(ctx, &bus.RunRequest{RunID: "once", Agent: "calc", Input: bus.TextInput("What is 12*7?")})
+	require.NoError(t, err)
+	require.True(t, same.Replayed)
+	require.False(t, same.InputDiffers, "a retry with the same input")
+	none, err := f.Client.Submit(ctx, &bus.RunRequest{RunID: "once", Agent: "calc"})
+	require.NoError(t, err)
+	require.True(t, none.Replayed)
+	require.False(t, none.InputDiffers, "a resubmission without input")
+
+	other, err := f.Client.Submit(ctx, &bus.RunRequest{RunID: "once", Agent: "calc", Input: bus.TextInput("What is 2+2?")})
+	require.NoError(t, err)
+	require.True(t, other.Replayed)
+	require.True(t, other.InputDiffers)
+	require.Equal(t, "The answer is 84.", other.Result.Output)
+	list, err := f.Client.Submit(ctx, &bus.RunRequest{RunID: "once", Agent: "calc", Input: bus.MessagesInput(bus.InputMessage{Role: "user", Content: "What is 12*7?"})})
+	require.NoError(t, err)
+	require.False(t, list.InputDiffers, "a list of the same user message is the same input")
+	two, err := f.Client.Submit(ctx, &bus.RunRequest{RunID: "once", Agent: "calc", Input: bus.MessagesInput(
+		bus.InputMessage{Role: "system", Content: "Be brief."}, bus.InputMessage{Role: "user", Content: "What is 12*7?"})})
+	require.NoError(t, err)
+	require.True(t, two.InputDiffers, "another list")
+}

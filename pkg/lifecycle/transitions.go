@@ -1,6 +1,9 @@
 package lifecycle
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"time"
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
@@ -26,6 +29,8 @@ func States() []store.RunStatus {
 type Submission struct {
 	RunID, Agent, SessionID string
 	Metadata                map[string]any
+	// InputDigest is InputDigest of the request's input.
+	InputDigest string
 }
 
 // Submit is the record of a new run: queued, its first submission.
@@ -33,6 +38,7 @@ func Submit(s Submission) store.RunRecord {
 	r := store.RunRecord{
 		RunID: s.RunID, Agent: s.Agent, SessionID: s.SessionID, Status: Queued,
 		Metadata: s.Metadata, Submissions: 1, ParentRunID: bus.ParentRunID(s.Metadata), Quiet: true,
+		InputDigest: s.InputDigest,
 	}
 	r.AddAttempt(store.StepSubmit, "", time.Time{})
 	return r
@@ -42,7 +48,29 @@ func Submit(s Submission) store.RunRecord {
 // a first request's run with it, and the request's claim rebuilds that
 // record from it (see Submitted).
 func SubmissionOf(req *bus.RunRequest) Submission {
-	return Submission{RunID: req.RunID, Agent: req.Agent, SessionID: req.SessionID, Metadata: req.Metadata}
+	return Submission{RunID: req.RunID, Agent: req.Agent, SessionID: req.SessionID, Metadata: req.Metadata, InputDigest: InputDigest(req.Input)}
+}
+
+// InputDigest identifies a run input: the hex SHA-256 (its first 16
+// bytes) of its messages' roles and contents, a string being one user
+// message; "" for no input. Two inputs with the same digest give the run
+// the same transcript.
+func InputDigest(in bus.Input) string {
+	msgs := in.Messages
+	if !in.IsList() {
+		if in.IsZero() {
+			return ""
+		}
+		msgs = []bus.InputMessage{{Role: "user", Content: in.Text}}
+	}
+	if len(msgs) == 0 {
+		return ""
+	}
+	h := sha256.New()
+	for _, m := range msgs {
+		_, _ = fmt.Fprintf(h, "%d:%s%d:%s", len(m.Role), m.Role, len(m.Content), m.Content)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // Submitted is the record store.Runs.Create stores for Submit(s) when it

@@ -163,6 +163,11 @@ func (a *API) submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 				return nil, invalid("run_id", fmt.Sprintf("run %s already exists (status completed); use if_run_exists resume to read its result or restart to run it again", req.RunID))
 			}
 			reply.Status, reply.Replayed, reply.Result = bus.StateCompleted, true, storedResult(&rec)
+			// A retry sends the same input; another one is not run, and the
+			// reply says so (when the record knows the run's input).
+			if d := lifecycle.InputDigest(req.Input); d != "" && rec.InputDigest != "" && d != rec.InputDigest {
+				reply.InputDiffers = true
+			}
 			return reply, nil
 		case !rec.Status.Ended():
 			// The same submission is in flight: never start a second run.
@@ -188,7 +193,13 @@ func (a *API) submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 		if rec.Agent != "" && req.Agent != rec.Agent {
 			return nil, invalid("agent", fmt.Sprintf("run %s belongs to agent %q, not %q", req.RunID, rec.Agent, req.Agent))
 		}
-		e, err = runs.Modify(ctx, req.RunID, lifecycle.Modify(lifecycle.Resubmit))
+		e, err = runs.Modify(ctx, req.RunID, lifecycle.Modify(func(r store.RunRecord) (store.RunRecord, error) {
+			next, err := lifecycle.Resubmit(r)
+			if err == nil && !noInput(req) {
+				next.InputDigest = lifecycle.InputDigest(req.Input)
+			}
+			return next, err
+		}))
 		if errors.Is(err, lifecycle.ErrNotEnded) {
 			reply.Status = bus.StateQueued
 			return reply, nil
