@@ -118,6 +118,13 @@ func TestDevRunTailStatus(t *testing.T) {
 		require.Equal(t, runID, strings.TrimSpace(out.String()))
 		require.Contains(t, errb.String(), tc.says)
 	}
+
+	// A cancel of the ended run says there was nothing to cancel.
+	out.Reset()
+	errb.Reset()
+	require.Equal(t, ExitOK, Main(ctx, []string{"cancel", runID}, nil, &out, &errb, env), errb.String())
+	require.Contains(t, errb.String(), "run "+runID+" had already ended (completed): nothing to cancel")
+	require.Contains(t, out.String(), `"cancelled": false`)
 }
 
 func TestUsageAndErrors(t *testing.T) {

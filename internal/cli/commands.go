@@ -210,6 +210,9 @@ func runCancel(ctx context.Context, env *Env, args []string) int {
 	if err != nil {
 		return fail(env.Stderr, err)
 	}
+	if !rep.Cancelled {
+		fmt.Fprintf(env.Stderr, "run %s had already ended (%s): nothing to cancel\n", rep.RunID, rep.Status)
+	}
 	printJSON(env, rep)
 	return ExitOK
 }
