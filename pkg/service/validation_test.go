@@ -144,3 +144,25 @@ func TestAgentsAlwaysHaveSchemas(t *testing.T) {
 		}
 	}
 }
+
+// TestControlRequestsRefuseUnknownFields: a misspelt field of a control
+// request is refused, naming the known ones, as a run request's is — a
+// cancel's "reson" is never silently dropped.
+func TestControlRequestsRefuseUnknownFields(t *testing.T) {
+	t.Parallel()
+	nc := serveAPI(t)
+	for _, tc := range []struct{ subject, body, text string }{
+		{"lovia.api.run.r1.cancel", `{"reson":"stop"}`, "reson: unknown field; known fields: reason"},
+		{"lovia.api.run.r1.approve", `{"call_id":"c1","decison":"approve"}`, "decison: unknown field; known fields: call_id, decision, reason"},
+		{"lovia.api.run.r1.inject", `{"text":"hi"}`, "text: unknown field; known fields: content, key"},
+		{"lovia.api.session.s1.rewind", `{"keep":1}`, "keep: unknown field; known fields: keep_entries"},
+	} {
+		e := errorReply(t, nc, tc.subject, tc.body)
+		require.Equal(t, bus.TypeInvalidRequest, e.Type, tc.subject)
+		require.Contains(t, e.Message, tc.text, tc.subject)
+		require.NotEmpty(t, e.Hint)
+	}
+	// Known fields still pass the decoding (the run is unknown here).
+	e := errorReply(t, nc, "lovia.api.run.r1.cancel", `{"reason":"stop"}`)
+	require.Equal(t, bus.TypeNotFound, e.Type)
+}
