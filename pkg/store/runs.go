@@ -20,9 +20,9 @@ const (
 	RunCompleted RunStatus = "completed"
 	RunFailed    RunStatus = "failed"
 	// RunParked is a run that waits for an approval decision on no
-	// worker: its state is in the checkpoint, and a decision, a cancel or
-	// the approval deadline publishes its Parking.Request again (the
-	// status reply says "running").
+	// worker: its state is in the checkpoint, and a decision or the
+	// approval deadline publishes its Parking.Request again, a cancel
+	// fails it (the status reply says "running").
 	RunParked RunStatus = "parked"
 )
 
