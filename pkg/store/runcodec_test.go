@@ -76,7 +76,7 @@ func TestRunRecordCodecKnowsEveryField(t *testing.T) {
 	tags := msgpackTags
 	require.Equal(t, []string{"run_id", "agent", "session_id", "parent_run_id", "status", "worker", "attempt", "turns",
 		"result", "usage", "final_agent", "finish_reason", "submissions", "request_seq", "quiet", "requeues", "parked",
-		"wakes", "attempts", "attempts_dropped", "registry_revision", "error", "metadata", "created_at", "updated_at",
+		"wakes", "attempts", "attempts_dropped", "registry_revision", "error", "metadata", "input_digest", "created_at", "updated_at",
 		"started_at", "finished_at"}, tags(RunRecord{}),
 		"RunRecord's fields changed: make its EncodeMsgpack (runcodec.go) write them, in declaration order")
 	require.Equal(t, []string{"n", "kind", "attempt", "worker", "at"}, tags(Attempt{}),
