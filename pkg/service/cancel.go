@@ -34,9 +34,9 @@ func (a *API) Cancel(ctx context.Context, runID string, req *bus.CancelRequest) 
 	}
 	if rec.Status.Ended() {
 		if lifecycle.CancelledUnheld(*rec) {
-			// A cancel that ended it and died before its run_failed was
-			// out: this repeat publishes it.
-			a.tellCancelled(ctx, rec, bus.JSON)
+			// A cancel that ended it may have died before its run_failed
+			// was out, or its request removed: this repeat finishes it.
+			a.finishCancel(ctx, rec, 0)
 		}
 		return &bus.CancelReply{RunID: runID, Cancelled: false, Status: string(rec.Status)}, nil
 	}
@@ -100,14 +100,7 @@ func (a *API) cancelUnheld(ctx context.Context, runID, reason string) (*bus.Canc
 		return nil, err
 	}
 	// No claim of the submission can win now: its requests are stale.
-	// Read them (their encoding is the events'), tell, then drop them.
-	seqs, enc := a.requestsOf(ctx, &before, horizon)
-	a.tellCancelled(ctx, &e.Record, enc)
-	for _, seq := range seqs {
-		if err := runs.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-			a.log.Warn("removing a cancelled run's request from the runs stream failed; a worker that claims it terminates it", "run_id", runID, "seq", seq, "error", err)
-		}
-	}
+	a.finishCancel(ctx, &e.Record, before.RequestSeq)
 	if p := before.Parked; p != nil {
 		if err := a.cfg.Store.Control().ClearParkTimer(ctx, runID, p.TimerRevision); err != nil {
 			a.log.Debug("clearing a cancelled parked run's timer failed (its wake finds the run ended)", "run_id", runID, "error", err)
@@ -117,16 +110,42 @@ func (a *API) cancelUnheld(ctx context.Context, runID, reason string) (*bus.Canc
 	return &bus.CancelReply{RunID: runID, Cancelled: true, Status: string(store.RunFailed)}, nil
 }
 
+// finishCancel publishes the run_failed of rec, a run CancelUnheld ended
+// (unless it is out), and removes the run's requests from the runs
+// stream: the one stored at seq (its request before the cancel), or,
+// when seq is 0, those found among its agent's requests since it was
+// indexed, up to the cancel's horizon (rec.RequestSeq). Their encoding is
+// the events'.
+func (a *API) finishCancel(ctx context.Context, rec *store.RunRecord, seq uint64) {
+	seqs, enc := a.requestsOf(ctx, rec, seq, rec.RequestSeq)
+	a.tellCancelled(ctx, rec, enc)
+	if len(seqs) == 0 {
+		return
+	}
+	const warn = "removing a cancelled run's request from the runs stream failed; a worker that claims it terminates it"
+	runs, err := a.js.Stream(ctx, a.names.RunsStream())
+	if err != nil {
+		a.log.Warn(warn, "run_id", rec.RunID, "error", err)
+		return
+	}
+	for _, seq := range seqs {
+		if err := runs.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			a.log.Warn(warn, "run_id", rec.RunID, "seq", seq, "error", err)
+		}
+	}
+}
+
 // maxRequestScan bounds the runs-stream messages requestsOf reads to
 // find a first submission's request, whose sequence no record names.
 const maxRequestScan = 1000
 
-// requestsOf finds the requests of rec's run in the runs stream, up to
-// horizon, and the encoding of the run's events they ask for (JSON when
-// none is found). The record names the current request once a worker
-// claimed it or the API resubmitted it; a first submission's is looked
-// for among the agent's requests stored since the run was indexed.
-func (a *API) requestsOf(ctx context.Context, rec *store.RunRecord, horizon uint64) ([]uint64, bus.Encoding) {
+// requestsOf finds the requests of rec's run in the runs stream — the one
+// stored at seq, or, when seq is 0, those of its agent stored since the
+// run was indexed, up to horizon — and the encoding of the run's events
+// they ask for (JSON when none is found). A record names its current
+// request once a worker claimed it or the API resubmitted it; a first
+// submission's is found by the scan.
+func (a *API) requestsOf(ctx context.Context, rec *store.RunRecord, seq, horizon uint64) ([]uint64, bus.Encoding) {
 	stream := a.names.RunsStream()
 	var seqs []uint64
 	enc := bus.Encoding("")
@@ -143,8 +162,8 @@ func (a *API) requestsOf(ctx context.Context, rec *store.RunRecord, horizon uint
 		}
 		return true
 	}
-	if rec.RequestSeq != 0 {
-		if m, err := jsapi.LeaderGet(ctx, a.js, stream, jsapi.BySeq(rec.RequestSeq)); err == nil && m != nil {
+	if seq != 0 {
+		if m, err := jsapi.LeaderGet(ctx, a.js, stream, jsapi.BySeq(seq)); err == nil && m != nil {
 			take(m)
 		}
 	} else if subject, err := a.names.Submit(rec.Agent); err == nil {

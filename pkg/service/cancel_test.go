@@ -13,7 +13,9 @@ import (
 
 	"github.com/lovia-fleet/lovia/internal/fleettest"
 	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/lifecycle"
 	"github.com/lovia-fleet/lovia/pkg/loop"
+	"github.com/lovia-fleet/lovia/pkg/store"
 	"github.com/lovia-fleet/lovia/pkg/worker"
 )
 
@@ -282,4 +284,31 @@ func TestCancelRacingClaims(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, bus.StateFailed, st.Status, "run %s", id)
 	}
+}
+
+// TestCancelAgainPublishesALostRunFailed: an API that died between ending
+// a run no worker held and publishing its run_failed (the record failed,
+// no terminal event, its request still queued) is mended by the next
+// cancel of the run, once.
+func TestCancelAgainPublishesALostRunFailed(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: cancelAgents, Workers: -1})
+	ctx := context.Background()
+	rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "sleeper", Input: bus.TextInput("nap")})
+	require.NoError(t, err)
+	info := loop.ErrorInfo{Type: "RunCancelled", Message: "the first cancel", Hint: loop.CancelledHint}
+	_, err = f.Store.Runs().Modify(ctx, rep.RunID, lifecycle.Modify(func(r store.RunRecord) (store.RunRecord, error) {
+		return lifecycle.CancelUnheld(r, info, time.Now(), 1)
+	}))
+	require.NoError(t, err)
+	for range 2 {
+		cr, err := f.Client.Cancel(ctx, rep.RunID, "again")
+		require.NoError(t, err)
+		require.Equal(t, bus.CancelReply{RunID: rep.RunID, Cancelled: false, Status: "failed"}, *cr)
+	}
+	envs := runEvents(t, f, rep.RunID)
+	checkCancelledUnheld(t, envs, "sleeper")
+	require.Len(t, envs, 1, "%v", fleettest.Types(envs))
+	require.Equal(t, "the first cancel", fleettest.Event[*loop.RunFailed](t, envs[0]).Error.Message)
+	require.Zero(t, queuedRequests(t, f, "lovia.submit.sleeper"), "the request the first cancel left was removed")
 }
