@@ -13,6 +13,7 @@ import (
 
 	"github.com/lovia-fleet/lovia/internal/fleettest"
 	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/client"
 	"github.com/lovia-fleet/lovia/pkg/lifecycle"
 	"github.com/lovia-fleet/lovia/pkg/loop"
 	"github.com/lovia-fleet/lovia/pkg/store"
@@ -311,4 +312,23 @@ func TestCancelAgainPublishesALostRunFailed(t *testing.T) {
 	require.Len(t, envs, 1, "%v", fleettest.Types(envs))
 	require.Equal(t, "the first cancel", fleettest.Event[*loop.RunFailed](t, envs[0]).Error.Message)
 	require.Zero(t, queuedRequests(t, f, "lovia.submit.sleeper"), "the request the first cancel left was removed")
+}
+
+// TestCancelledRunFailedInTheRunsEncoding: the run_failed the API
+// publishes for a run no worker held is in the encoding the run's request
+// asked for (msgpack here), as a worker's would be.
+func TestCancelledRunFailedInTheRunsEncoding(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{AgentsYAML: cancelAgents, Workers: -1})
+	ctx := context.Background()
+	mp, err := client.New(f.Conn, client.Options{Encoding: bus.Msgpack})
+	require.NoError(t, err)
+	rep, err := mp.Submit(ctx, &bus.RunRequest{Agent: "sleeper", Input: bus.TextInput("nap")})
+	require.NoError(t, err)
+	cr, err := mp.Cancel(ctx, rep.RunID, "")
+	require.NoError(t, err)
+	require.Equal(t, "failed", cr.Status)
+	envs := f.Events(rep.RunID, 10*time.Second)
+	checkCancelledUnheld(t, envs, "sleeper")
+	require.Equal(t, bus.Msgpack, envs[0].Encoding)
 }
