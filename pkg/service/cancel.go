@@ -33,9 +33,9 @@ func (a *API) Cancel(ctx context.Context, runID string, req *bus.CancelRequest) 
 		return nil, err
 	}
 	if rec.Status.Ended() {
-		if lifecycle.CancelledUnheld(*rec) {
-			// A cancel that ended it may have died before its run_failed
-			// was out, or its request removed: this repeat finishes it.
+		if lifecycle.CancelledUnheld(*rec) && !a.toldCancelled(ctx, rec) {
+			// A cancel that ended it died before its run_failed was out
+			// (or its request removed): this repeat finishes it.
 			a.finishCancel(ctx, rec, 0)
 		}
 		return &bus.CancelReply{RunID: runID, Cancelled: false, Status: string(rec.Status)}, nil
@@ -175,7 +175,9 @@ func (a *API) requestsOf(ctx context.Context, rec *store.RunRecord, seq, horizon
 			if err != nil || m == nil || m.Seq > horizon {
 				break
 			}
-			take(m)
+			if take(m) && rec.Requeues == 0 {
+				break // a submission never requeued has one request
+			}
 			q = jsapi.NextBySubject(subject, m.Seq+1)
 		}
 	}
@@ -205,6 +207,17 @@ func requestRunID(h nats.Header, m *jsapi.Msg) string {
 	return ""
 }
 
+// toldCancelled reports whether rec's run_failed, the one CancelUnheld
+// stamped with the record's request, is the run's last event (true also
+// when that cannot be read: a repeat of the cancel is no time to guess).
+func (a *API) toldCancelled(ctx context.Context, rec *store.RunRecord) bool {
+	last, err := a.pub.LastEvent(ctx, rec.RunID)
+	if err != nil {
+		return true
+	}
+	return last != nil && last.IsTerminal() && last.Request == rec.RequestSeq
+}
+
 // tellCancelled publishes the run_failed of rec, a run CancelUnheld
 // ended, unless it is out already (a repeat of the cancel): after the
 // run's last event, in that event's encoding (enc when it has none), as
@@ -224,7 +237,10 @@ func (a *API) tellCancelled(ctx context.Context, rec *store.RunRecord, enc bus.E
 		ev.Agent = rec.Agent
 		var lastSeq uint64
 		if last != nil {
-			if last.IsTerminal() && last.Request == rec.RequestSeq && rec.RequestSeq != 0 {
+			// (A horizon of 0 is a runs stream that never stored a
+			// request: no earlier submission's terminal event can be
+			// there.)
+			if last.IsTerminal() && last.Request == rec.RequestSeq {
 				return // out already
 			}
 			lastSeq = last.HighSeq
