@@ -411,6 +411,23 @@ func CancelUnheld(r store.RunRecord, info loop.ErrorInfo, now time.Time, horizon
 	return r, nil
 }
 
+// Unclaimed reports whether r is a run that no worker has claimed and
+// for which nothing has published an event: queued, at attempt 0, with no
+// earlier submission ended by a cancel with no holder or by a reject
+// (each publishes a lone run_failed). Its claim reads neither a
+// checkpoint nor a last event: there is none.
+func Unclaimed(r store.RunRecord) bool {
+	if r.Status != Queued || r.Attempt != 0 || r.AttemptsDropped > 0 {
+		return false
+	}
+	for _, a := range r.Attempts {
+		if a.Kind == store.StepCancel || a.Kind == store.StepReject {
+			return false
+		}
+	}
+	return true
+}
+
 // CancelledUnheld reports whether r's submission was ended by
 // [CancelUnheld] (and nothing has happened to the run since).
 func CancelledUnheld(r store.RunRecord) bool {

@@ -349,6 +349,9 @@ func TestClaimDetails(t *testing.T) {
 		if err != nil || again.RequestSeq != 0 {
 			t.Fatalf("resubmit: %+v %v", again, err)
 		}
+		if lifecycle.Unclaimed(again) || !lifecycle.Unclaimed(fresh) {
+			t.Fatalf("a resubmission of a run the cancel told about is not unclaimed (its run_failed is out); a fresh one is")
+		}
 		if _, _, err := lifecycle.ClaimRun(again, lifecycle.Claim{Worker: "w1", Seq: 24, Submission: 2}); err != nil {
 			t.Fatalf("the resubmission runs: %v", err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lovia-fleet/lovia/internal/fleettest"
@@ -143,7 +144,8 @@ func TestCancelOfAQueuedRunNobodyServes(t *testing.T) {
 	require.NoError(t, err)
 	_, err = bus.PublishRequest(ctx, f.JS, f.API.Names(), "sleeper", body, bus.RequestMeta{RunID: rep.RunID, Suffix: ".requeue1", ContentType: bus.JSON.ContentType(), Submission: 1})
 	require.NoError(t, err)
-	f.StartWorker(worker.Config{Conn: f.Connect(), Catalog: f.Catalog, ID: "late", SkipProvision: true})
+	metrics := prometheus.NewRegistry()
+	f.StartWorker(worker.Config{Conn: f.Connect(), Catalog: f.Catalog, ID: "late", SkipProvision: true, Metrics: metrics})
 	eventually(t, "the worker to take the copy of the request off the runs stream", func() bool {
 		return queuedRequests(t, f, "lovia.submit.sleeper") == 0
 	})
@@ -153,7 +155,9 @@ func TestCancelOfAQueuedRunNobodyServes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, bus.StateFailed, st.Status)
 
-	// Resubmitted, it runs again (a new submission).
+	// Resubmitted, it runs again (a new submission), after the API's
+	// run_failed: its events continue the run's seqs, and the worker is
+	// not fenced by an event it did not expect.
 	_, err = f.Client.Submit(ctx, &bus.RunRequest{RunID: rep.RunID, Agent: "sleeper", Input: bus.TextInput("nap")})
 	require.NoError(t, err)
 	eventually(t, "the resubmission to run", func() bool {
@@ -168,6 +172,17 @@ func TestCancelOfAQueuedRunNobodyServes(t *testing.T) {
 		envs = runEvents(t, f, rep.RunID)
 		return len(fleettest.OfType(envs, loop.EventRunFailed)) == 2
 	})
+	for i, e := range envs {
+		require.EqualValues(t, i+1, e.Seq, "%v", fleettest.Types(envs))
+	}
+	require.Equal(t, loop.EventRunStarted, envs[1].Type, "%v", fleettest.Types(envs))
+	mfs, err := metrics.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == "lovia_runs_fenced_total" {
+			require.Zero(t, mf.GetMetric()[0].GetCounter().GetValue(), "the resubmission's claim took the run for one without events, and was fenced by the API's run_failed")
+		}
+	}
 }
 
 // TestCancelOfARawRequestForAnUnservedAgent: the issue's own case — a raw

@@ -165,8 +165,9 @@ func (w *Worker) claim(ctx context.Context, d *delivery, req *bus.RunRequest, ru
 		if err != nil {
 			break
 		}
-		if e.Record.Attempt != 0 || e.Record.Status != store.RunQueued {
-			// Claimed before. Refused for good (another request of the
+		if !lifecycle.Unclaimed(e.Record) {
+			// Claimed before (or ended by the API's cancel, or refused:
+			// it has events). Refused for good (another request of the
 			// run is running it: a duplicate raw publish, one racing the
 			// API's)? Say so now: the whole path would say the same after
 			// reading the checkpoint and the last event, by when the other
