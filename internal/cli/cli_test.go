@@ -104,6 +104,27 @@ func TestDevRunTailStatus(t *testing.T) {
 		out.Reset()
 		return Main(ctx, []string{"status", runID}, nil, &out, &errb, env) == ExitOK && strings.Contains(out.String(), `"status": "completed"`)
 	}, 10*time.Second, 50*time.Millisecond, out.String())
+
+	// Submitted again under its run id, the completed run is replayed, and
+	// submit says so; with another input, that the input was not run
+	// (issue 25, item 10).
+	for _, tc := range []struct{ input, says string }{
+		{"What time is it?", "had already completed: nothing new runs"},
+		{"What is 2+2?", "had already completed with another input: that input was NOT run"},
+	} {
+		out.Reset()
+		errb.Reset()
+		require.Equal(t, ExitOK, Main(ctx, []string{"submit", "--run-id", runID, tc.input}, nil, &out, &errb, env), errb.String())
+		require.Equal(t, runID, strings.TrimSpace(out.String()))
+		require.Contains(t, errb.String(), tc.says)
+	}
+
+	// A cancel of the ended run says there was nothing to cancel.
+	out.Reset()
+	errb.Reset()
+	require.Equal(t, ExitOK, Main(ctx, []string{"cancel", runID}, nil, &out, &errb, env), errb.String())
+	require.Contains(t, errb.String(), "run "+runID+" had already ended (completed): nothing to cancel")
+	require.Contains(t, out.String(), `"cancelled": false`)
 }
 
 func TestUsageAndErrors(t *testing.T) {
@@ -117,6 +138,13 @@ func TestUsageAndErrors(t *testing.T) {
 	errb.Reset()
 	require.Equal(t, ExitUsage, Main(ctx, []string{"run"}, nil, &out, &errb, os.Getenv))
 	errb.Reset()
+	// A blank input is no input: refused before connecting (a run id
+	// alone would resubmit a run, issue 25 item 4).
+	for _, cmd := range []string{"run", "submit"} {
+		require.Equal(t, ExitUsage, Main(ctx, []string{cmd, "--nats", "nats://127.0.0.1:1", " "}, nil, &out, &errb, os.Getenv), cmd)
+		require.Contains(t, errb.String(), "INPUT is required", cmd)
+		errb.Reset()
+	}
 	// No NATS: a clear failure, exit 1.
 	code := Main(ctx, []string{"status", "--nats", "nats://127.0.0.1:1", "r1"}, nil, &out, &errb, os.Getenv)
 	require.Equal(t, ExitFailure, code)

@@ -66,8 +66,8 @@ func runRun(ctx context.Context, env *Env, args []string) int {
 	if !ok {
 		return ExitUsage
 	}
-	if len(pos) == 0 {
-		return usageErr(env, fs, "INPUT is required")
+	if strings.TrimSpace(strings.Join(pos, "")) == "" {
+		return usageErr(env, fs, "INPUT is required: give the run's input text")
 	}
 	c, nc, err := nf.client("run")
 	if err != nil {
@@ -81,6 +81,7 @@ func runRun(ctx context.Context, env *Env, args []string) int {
 		return fail(env.Stderr, err)
 	}
 	if rep.Replayed && rep.Result != nil {
+		replayNote(env, rep)
 		printJSON(env, rep.Result.Output)
 		return ExitOK
 	}
@@ -101,8 +102,8 @@ func runSubmit(ctx context.Context, env *Env, args []string) int {
 	if !ok {
 		return ExitUsage
 	}
-	if len(pos) == 0 {
-		return usageErr(env, fs, "INPUT is required")
+	if strings.TrimSpace(strings.Join(pos, "")) == "" {
+		return usageErr(env, fs, "INPUT is required: give the run's input text")
 	}
 	c, nc, err := nf.client("submit")
 	if err != nil {
@@ -115,8 +116,20 @@ func runSubmit(ctx context.Context, env *Env, args []string) int {
 	if err != nil {
 		return fail(env.Stderr, err)
 	}
+	replayNote(env, rep)
 	fmt.Fprintln(env.Stdout, rep.RunID)
 	return ExitOK
+}
+
+// replayNote tells, on stderr, that a submit replayed a completed run
+// instead of running anything (and that another input was not run).
+func replayNote(env *Env, rep *bus.SubmitReply) {
+	switch {
+	case rep.InputDiffers:
+		fmt.Fprintf(env.Stderr, "run %s had already completed with another input: that input was NOT run, its stored result is replayed; submit it under a new run id to run it\n", rep.RunID)
+	case rep.Replayed:
+		fmt.Fprintf(env.Stderr, "run %s had already completed: nothing new runs, its stored result is replayed (lovia status %s)\n", rep.RunID, rep.RunID)
+	}
 }
 
 // runTail follows a run from its first event to its terminal one.
@@ -196,6 +209,9 @@ func runCancel(ctx context.Context, env *Env, args []string) int {
 	rep, err := c.Cancel(rctx, pos[0], *reason)
 	if err != nil {
 		return fail(env.Stderr, err)
+	}
+	if !rep.Cancelled {
+		fmt.Fprintf(env.Stderr, "run %s had already ended (%s): nothing to cancel\n", rep.RunID, rep.Status)
 	}
 	printJSON(env, rep)
 	return ExitOK

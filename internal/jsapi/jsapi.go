@@ -58,8 +58,26 @@ func LastBySubject(subject string) any {
 	}{subject}
 }
 
-// LeaderGet asks the stream's leader for one message (req is BySeq or
-// LastBySubject). It returns nil, nil when the stream has no such message;
+// NextBySubject asks for the first message stored on subject (wildcards
+// allowed) at seq or after it.
+func NextBySubject(subject string, seq uint64) any {
+	return struct {
+		Seq     uint64 `json:"seq"`
+		NextFor string `json:"next_by_subj"`
+	}{seq, subject}
+}
+
+// NextBySubjectSince asks for the first message stored on subject
+// (wildcards allowed) at t or after it.
+func NextBySubjectSince(subject string, t time.Time) any {
+	return struct {
+		StartTime time.Time `json:"start_time"`
+		NextFor   string    `json:"next_by_subj"`
+	}{t.UTC(), subject}
+}
+
+// LeaderGet asks the stream's leader for one message (req is BySeq,
+// LastBySubject, NextBySubject or NextBySubjectSince). It returns nil, nil when the stream has no such message;
 // the API's own errors are *Error.
 func LeaderGet(ctx context.Context, js jetstream.JetStream, stream string, req any) (*Msg, error) {
 	body, err := json.Marshal(req)

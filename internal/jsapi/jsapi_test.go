@@ -3,6 +3,7 @@ package jsapi_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -52,6 +53,16 @@ func TestLeaderGet(t *testing.T) {
 	m, err = jsapi.LeaderGet(ctx, js, "S", jsapi.BySeq(99))
 	require.NoError(t, err)
 	require.Nil(t, m)
+
+	m, err = jsapi.LeaderGet(ctx, js, "S", jsapi.NextBySubject("s.b.*", 1))
+	require.NoError(t, err)
+	require.Equal(t, "two", string(m.Data), "the first on the subject from seq 1")
+	m, err = jsapi.LeaderGet(ctx, js, "S", jsapi.NextBySubject("s.a.*", ack.Sequence+1))
+	require.NoError(t, err)
+	require.Nil(t, m, "none on the subject past seq")
+	m, err = jsapi.LeaderGet(ctx, js, "S", jsapi.NextBySubjectSince("s.>", time.Now().Add(-time.Minute)))
+	require.NoError(t, err)
+	require.Equal(t, ack.Sequence, m.Seq, "the first stored since a minute ago")
 
 	_, err = jsapi.LeaderGet(ctx, js, "NOPE", jsapi.BySeq(1))
 	require.Error(t, err)

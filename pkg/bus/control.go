@@ -2,6 +2,8 @@ package bus
 
 import (
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -36,6 +38,10 @@ type SubmitReply struct {
 	// Result is the stored result.
 	Replayed bool          `json:"replayed,omitempty" msgpack:"replayed,omitempty"`
 	Result   *StoredResult `json:"result,omitempty" msgpack:"result,omitempty"`
+	// InputDiffers is true on a replay whose request gave another input
+	// than the one the run completed with: that input was not run (submit
+	// it under a new run id, or with if_run_exists restart).
+	InputDiffers bool `json:"input_differs,omitempty" msgpack:"input_differs,omitempty"`
 }
 
 // Validate checks identifiers and the status.
@@ -298,8 +304,10 @@ type AgentInfo struct {
 	// MaxAgentInstructions bytes.
 	Instructions string `json:"instructions,omitempty" msgpack:"instructions,omitempty"`
 	// Schemas are the agent's resolved tools — built-in, MCP, tool
-	// services — with their JSON Schemas, as a run would get them now.
-	Schemas []loop.ToolSchema `json:"schemas,omitempty" msgpack:"schemas,omitempty"`
+	// services — with their JSON Schemas, as a run would get them now:
+	// always present, an empty list when none is resolved (no tools, or
+	// tool services not up yet).
+	Schemas []loop.ToolSchema `json:"schemas" msgpack:"schemas"`
 }
 
 // MaxAgentInstructions caps AgentInfo.Instructions: an agents list (and
@@ -334,6 +342,51 @@ func DecodeControl(h nats.Header, body []byte, v Control) (Encoding, error) {
 		return enc, err
 	}
 	return enc, nil
+}
+
+// DecodeRequest is DecodeControl for a request a client sent: a
+// top-level field v does not have (its json names) is refused, naming
+// the known ones, as a run request's is — a misspelt field is never
+// silently ignored.
+func DecodeRequest(h nats.Header, body []byte, v Control) (Encoding, error) {
+	enc, err := EncodingOf(h, body)
+	if err != nil {
+		return enc, &DecodeError{What: strings.TrimPrefix(fmt.Sprintf("%T", v), "*bus."), Encoding: enc, Err: err}
+	}
+	keys, _ := topLevel(enc, body)
+	known := jsonFields(v)
+	for _, k := range keys {
+		if !slices.Contains(known, k) {
+			return enc, &FieldError{Field: k, Reason: "unknown field; known fields: " + strings.Join(known, ", ")}
+		}
+	}
+	return DecodeControl(h, body, v)
+}
+
+// jsonFields lists the json names of the fields of the struct v points
+// to, sorted.
+func jsonFields(v any) []string {
+	t := reflect.TypeOf(v)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	var out []string
+	if t.Kind() != reflect.Struct {
+		return out
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if !f.IsExported() || name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // WorkersReply answers <p>.api.workers: the live workers of the fleet.

@@ -139,6 +139,12 @@ func (c *Client) runSubject(runID string, op bus.RunOp) (string, error) {
 // Submit enqueues a run.
 func (c *Client) Submit(ctx context.Context, req *bus.RunRequest) (*bus.SubmitReply, error) {
 	if req.RunID == "" {
+		// A new run: one the API would refuse (no input, say) is refused
+		// here with the API's words, not under the run id named below,
+		// which the caller never chose.
+		if err := req.Validate(); err != nil {
+			return nil, bus.ErrorFor(err)
+		}
 		// Name the run here, so that sending the request again (see
 		// request) cannot start a second one.
 		named := *req

@@ -263,6 +263,19 @@ func TestSubmitErrors(t *testing.T) {
 	_, err = f.Client.Submit(ctx, &bus.RunRequest{Agent: "calc", IfRunExists: "sometimes"})
 	require.Contains(t, apiError(t, err, bus.TypeInvalidRequest).Message, "if_run_exists")
 
+	// A new run needs an input: the client names the run it submits, and
+	// a named run without input is a resubmission (issue 25, item 4).
+	for _, in := range []bus.Input{{}, bus.TextInput(""), bus.MessagesInput()} {
+		_, err = f.Client.Submit(ctx, &bus.RunRequest{Agent: "calc", Input: in})
+		msg := apiError(t, err, bus.TypeInvalidRequest).Message
+		require.Contains(t, msg, "input: is required", "input %+v", in)
+		require.NotContains(t, msg, "does not exist", "refused without naming a run id the caller never chose")
+	}
+	_, err = f.Client.Submit(ctx, &bus.RunRequest{RunID: "fresh-1", Agent: "calc"})
+	require.Contains(t, apiError(t, err, bus.TypeInvalidRequest).Message, "input: is required: run fresh-1 does not exist")
+	_, err = f.Client.Status(ctx, "fresh-1")
+	apiError(t, err, bus.TypeNotFound)
+
 	_, err = f.Client.Status(ctx, "bad-id-never-run")
 	apiError(t, err, bus.TypeNotFound)
 }
@@ -411,6 +424,10 @@ func TestSessionAndRewind(t *testing.T) {
 	var sess *bus.SessionReply
 	require.Eventually(t, func() bool {
 		sess, err = f.Client.Session(ctx, "s-1")
+		var ae *bus.APIError
+		if errors.As(err, &ae) && ae.Type == bus.TypeNotFound {
+			return false // the segment is appended after the run's end
+		}
 		require.NoError(t, err)
 		return len(sess.Segments) == 1
 	}, 5*time.Second, 10*time.Millisecond)
@@ -434,10 +451,11 @@ func TestSessionAndRewind(t *testing.T) {
 	_, err = f.Client.Rewind(ctx, "s-1", -1)
 	require.Contains(t, apiError(t, err, bus.TypeInvalidRequest).Message, "keep_entries")
 
-	empty, err := f.Client.Session(ctx, "never-used")
-	require.NoError(t, err)
-	require.Equal(t, "never-used", empty.SessionID)
-	require.Empty(t, empty.Segments)
+	// A session no run has completed in does not exist (issue 25, item 10).
+	_, err = f.Client.Session(ctx, "never-used")
+	ae := apiError(t, err, bus.TypeNotFound)
+	require.Equal(t, "session never-used not found", ae.Message)
+	require.Contains(t, ae.Hint, "session_id")
 
 	_, err = f.Client.Session(ctx, "bad.id")
 	require.ErrorIs(t, err, bus.ErrInvalidToken)
@@ -709,4 +727,39 @@ func TestSubmitSentAgainWhenItsProcessDies(t *testing.T) {
 	_, err = once.Inject(short, "r1", "hello")
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.EqualValues(t, 2, taken.Load(), "one submit lost, one inject lost, nothing sent again")
+}
+
+// TestReplayOfAnotherInput: a completed run submitted again is replayed
+// (nothing runs); the reply says when the request's input is not the one
+// the run completed with (issue 25, item 10).
+func TestReplayOfAnotherInput(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	rep, err := f.Client.Submit(ctx, &bus.RunRequest{RunID: "once", Agent: "calc", Input: bus.TextInput("What is 12*7?")})
+	require.NoError(t, err)
+	tailAll(t, f.Client, rep.RunID)
+	waitStatus(t, f.Client, "once", bus.StateCompleted)
+
+	same, err := f.Client.Submit(ctx, &bus.RunRequest{RunID: "once", Agent: "calc", Input: bus.TextInput("What is 12*7?")})
+	require.NoError(t, err)
+	require.True(t, same.Replayed)
+	require.False(t, same.InputDiffers, "a retry with the same input")
+	none, err := f.Client.Submit(ctx, &bus.RunRequest{RunID: "once", Agent: "calc"})
+	require.NoError(t, err)
+	require.True(t, none.Replayed)
+	require.False(t, none.InputDiffers, "a resubmission without input")
+
+	other, err := f.Client.Submit(ctx, &bus.RunRequest{RunID: "once", Agent: "calc", Input: bus.TextInput("What is 2+2?")})
+	require.NoError(t, err)
+	require.True(t, other.Replayed)
+	require.True(t, other.InputDiffers)
+	require.Equal(t, "The answer is 84.", other.Result.Output)
+	list, err := f.Client.Submit(ctx, &bus.RunRequest{RunID: "once", Agent: "calc", Input: bus.MessagesInput(bus.InputMessage{Role: "user", Content: "What is 12*7?"})})
+	require.NoError(t, err)
+	require.False(t, list.InputDiffers, "a list of the same user message is the same input")
+	two, err := f.Client.Submit(ctx, &bus.RunRequest{RunID: "once", Agent: "calc", Input: bus.MessagesInput(
+		bus.InputMessage{Role: "system", Content: "Be brief."}, bus.InputMessage{Role: "user", Content: "What is 12*7?"})})
+	require.NoError(t, err)
+	require.True(t, two.InputDiffers, "another list")
 }

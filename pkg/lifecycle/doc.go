@@ -21,7 +21,9 @@
 //
 // Requeue (a lost request published again) keeps a run queued; reject and
 // abandon fail a queued (or, abandon, a running) run; repair finishes a
-// running one from its stored terminal event.
+// running one from its stored terminal event; a cancel of a run no worker
+// holds (queued or parked) fails it at once ([CancelUnheld]), and every
+// request of that submission is stale from then on.
 //
 // A run is queued until a worker claims it, running while a worker holds
 // it, parked while it waits for an approval decision on no worker, and
@@ -56,6 +58,7 @@
 //	reject           !InFlight   !InFlight   !InFlight   !Ended      !Ended
 //	repair           !NotStuck   completed   !NotStuck   !NotStuck   !NotStuck
 //	abandon          failed      failed      !NotStuck   !NotStuck   !NotStuck
+//	cancel (unheld)  failed      !Held       failed      !Ended      !Ended
 //
 // The fixture's queued run has run before (attempt 1, a release): another
 // request's reject leaves it to its own request; a run never claimed, or
@@ -75,7 +78,7 @@
 // submit, resubmit, requeue, claim (a submission's first), resume (after a
 // release or a wake), takeover (of a holder found gone), park, wake,
 // release, and the outcome (complete, fail, reject, abandon, repair,
-// heal). Claims and outcomes carry their time; the others are stamped by
+// heal, cancel). Claims and outcomes carry their time; the others are stamped by
 // the write of the record (store.Runs.Update). Describe shows it.
 //
 // # The invariant

@@ -1,6 +1,9 @@
 package lifecycle
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"time"
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
@@ -26,6 +29,8 @@ func States() []store.RunStatus {
 type Submission struct {
 	RunID, Agent, SessionID string
 	Metadata                map[string]any
+	// InputDigest is InputDigest of the request's input.
+	InputDigest string
 }
 
 // Submit is the record of a new run: queued, its first submission.
@@ -33,6 +38,7 @@ func Submit(s Submission) store.RunRecord {
 	r := store.RunRecord{
 		RunID: s.RunID, Agent: s.Agent, SessionID: s.SessionID, Status: Queued,
 		Metadata: s.Metadata, Submissions: 1, ParentRunID: bus.ParentRunID(s.Metadata), Quiet: true,
+		InputDigest: s.InputDigest,
 	}
 	r.AddAttempt(store.StepSubmit, "", time.Time{})
 	return r
@@ -42,7 +48,29 @@ func Submit(s Submission) store.RunRecord {
 // a first request's run with it, and the request's claim rebuilds that
 // record from it (see Submitted).
 func SubmissionOf(req *bus.RunRequest) Submission {
-	return Submission{RunID: req.RunID, Agent: req.Agent, SessionID: req.SessionID, Metadata: req.Metadata}
+	return Submission{RunID: req.RunID, Agent: req.Agent, SessionID: req.SessionID, Metadata: req.Metadata, InputDigest: InputDigest(req.Input)}
+}
+
+// InputDigest identifies a run input: the hex SHA-256 (its first 16
+// bytes) of its messages' roles and contents, a string being one user
+// message; "" for no input. Two inputs with the same digest give the run
+// the same transcript.
+func InputDigest(in bus.Input) string {
+	msgs := in.Messages
+	if !in.IsList() {
+		if in.IsZero() {
+			return ""
+		}
+		msgs = []bus.InputMessage{{Role: "user", Content: in.Text}}
+	}
+	if len(msgs) == 0 {
+		return ""
+	}
+	h := sha256.New()
+	for _, m := range msgs {
+		_, _ = fmt.Fprintf(h, "%d:%s%d:%s", len(m.Role), m.Role, len(m.Content), m.Content)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // Submitted is the record store.Runs.Create stores for Submit(s) when it
@@ -262,6 +290,11 @@ func IsStale(r store.RunRecord, submission int, seq uint64) bool {
 	switch {
 	case r.RequestSeq != 0 && seq < r.RequestSeq:
 		return true
+	case CancelledUnheld(r) && (seq == r.RequestSeq || submission != 0 && submission <= max(r.Submissions, 1)):
+		// Every request of the submission a cancel ended with no worker
+		// holding it: those stored before the cancel, and the ones a
+		// requeue or a wake racing it stored after.
+		return true
 	case submission == 0:
 		return false
 	case submission < r.Submissions:
@@ -329,7 +362,9 @@ func Finish(r store.RunRecord, ev loop.Event, now time.Time) (store.RunRecord, e
 	switch ev.(type) {
 	case *loop.RunCompleted:
 	case *loop.RunFailed:
-		if r.Status == Completed {
+		if r.Status == Completed || CancelledUnheld(r) {
+			// A run cancelled with no holder keeps that outcome: its
+			// run_failed is the API's (and IsStale needs the step).
 			return r, refuse("finish", r, ErrEnded)
 		}
 	default:
@@ -346,6 +381,57 @@ func outcomeStep(ev loop.Event) string {
 		return store.StepComplete
 	}
 	return store.StepFail
+}
+
+// CancelUnheld ends, on a cancel request, a run that no worker holds —
+// queued (never claimed, released, woken) or parked — at once: failed at
+// now with info (RunCancelled), whose run_failed the caller publishes.
+// horizon is the runs stream's last sequence, read before the transition:
+// every request of the run stored by then, and every request of the
+// submission stored after (a requeue or a wake racing the cancel), is
+// stale from now on (see [IsStale]), so no worker runs the cancelled
+// submission; a raw publish stored after the cancel is a new submission,
+// as for any ended run. The record names horizon as its request, and the
+// run_failed carries it (bus.HeaderRequest), which tells the API's event
+// from an earlier submission's.
+//
+// A running run is refused with ErrHeld (its holder applies the cancel),
+// an ended one with ErrEnded.
+func CancelUnheld(r store.RunRecord, info loop.ErrorInfo, now time.Time, horizon uint64) (store.RunRecord, error) {
+	switch r.Status {
+	case Queued, Parked:
+	case Running:
+		return r, refuse("cancel", r, ErrHeld)
+	default:
+		return r, refuse("cancel", r, ErrEnded)
+	}
+	r.Status, r.Error, r.FinishedAt, r.Parked, r.Quiet = Failed, &info, now.UTC(), nil, false
+	r.RequestSeq = max(r.RequestSeq, horizon)
+	r.AddAttempt(store.StepCancel, "", now)
+	return r, nil
+}
+
+// Unclaimed reports whether r is a run that no worker has claimed and
+// for which nothing has published an event: queued, at attempt 0, with no
+// earlier submission ended by a cancel with no holder or by a reject
+// (each publishes a lone run_failed). Its claim reads neither a
+// checkpoint nor a last event: there is none.
+func Unclaimed(r store.RunRecord) bool {
+	if r.Status != Queued || r.Attempt != 0 || r.AttemptsDropped > 0 {
+		return false
+	}
+	for _, a := range r.Attempts {
+		if a.Kind == store.StepCancel || a.Kind == store.StepReject {
+			return false
+		}
+	}
+	return true
+}
+
+// CancelledUnheld reports whether r's submission was ended by
+// [CancelUnheld] (and nothing has happened to the run since).
+func CancelledUnheld(r store.RunRecord) bool {
+	return r.Status == Failed && r.LastStep() == store.StepCancel
 }
 
 // Reject fails the run of an invalid request (stored at seq, of the

@@ -78,6 +78,9 @@ var events = []event{
 	{"abandon", func(r store.RunRecord) (store.RunRecord, error) {
 		return lifecycle.Abandon(r, loop.ErrorInfo{Type: "RunLost"}, t0)
 	}},
+	{"cancel-unheld", func(r store.RunRecord) (store.RunRecord, error) {
+		return lifecycle.CancelUnheld(r, loop.ErrorInfo{Type: "RunCancelled"}, t0, 20)
+	}},
 }
 
 // want is the table of the package doc: for each event, the state it
@@ -104,6 +107,7 @@ var want = map[string][5]string{
 	"reject":         {"!InFlight", "!InFlight", "!InFlight", "!Ended", "!Ended"},
 	"repair":         {"!NotStuck", "completed", "!NotStuck", "!NotStuck", "!NotStuck"},
 	"abandon":        {"failed", "failed", "!NotStuck", "!NotStuck", "!NotStuck"},
+	"cancel-unheld":  {"failed", "!Held", "failed", "!Ended", "!Ended"},
 }
 
 // wantStep is the history step each transition that is not refused
@@ -131,6 +135,7 @@ var wantStep = map[string][5]string{
 	"reject":         {"", "", "", "", ""},
 	"repair":         {"", "repair", "", "", ""},
 	"abandon":        {"abandon", "abandon", "", "", ""},
+	"cancel-unheld":  {"cancel", "", "cancel", "", ""},
 }
 
 var sentinels = map[string]error{
@@ -312,6 +317,48 @@ func TestClaimDetails(t *testing.T) {
 	t.Run("a repair needs the event to be newer than the record", func(t *testing.T) {
 		if _, err := lifecycle.Repair(fixture(lifecycle.Running), &loop.RunCompleted{}, t0); !errors.Is(err, lifecycle.ErrNotStuck) {
 			t.Fatalf("want not stuck, got %v", err)
+		}
+	})
+	t.Run("a run cancelled with no holder runs no request of its submission", func(t *testing.T) {
+		// Queued for its first request (seq 0: not recorded yet) when the
+		// runs stream's last sequence was 20.
+		fresh := lifecycle.Submit(lifecycle.Submission{RunID: "r4", Agent: "a"})
+		r, err := lifecycle.CancelUnheld(fresh, loop.ErrorInfo{Type: "RunCancelled"}, t0, 20)
+		if err != nil || r.Status != lifecycle.Failed || r.RequestSeq != 20 || r.Error.Type != "RunCancelled" || r.FinishedAt.IsZero() || r.Quiet {
+			t.Fatalf("cancel: %+v %v", r, err)
+		}
+		for _, c := range []lifecycle.Claim{
+			{Worker: "w1", Seq: 7, Submission: 1},                // its request, stored before the cancel
+			{Worker: "w1", Seq: 20, Submission: 1},               // the last one stored before it
+			{Worker: "w1", Seq: 21, Submission: 1},               // a requeue racing the cancel
+			{Worker: "w1", Seq: 22, Submission: 1, Continues: 5}, // a wake racing it
+			{Worker: "w1", Seq: 20},                              // a raw publish stored before it
+		} {
+			if _, _, err := lifecycle.ClaimRun(r, c); !errors.Is(err, lifecycle.ErrStale) {
+				t.Fatalf("claim %+v of the cancelled submission: want stale, got %v", c, err)
+			}
+		}
+		if _, err := lifecycle.Finish(r, &loop.RunFailed{Error: loop.ErrorInfo{Type: "X"}}, t0); !errors.Is(err, lifecycle.ErrEnded) {
+			t.Fatalf("a redelivery's outcome must not replace the cancel: %v", err)
+		}
+		raw, c, err := lifecycle.ClaimRun(r, lifecycle.Claim{Worker: "w1", Seq: 23, Now: t0})
+		if err != nil || c.Submission != 2 || raw.Status != lifecycle.Running {
+			t.Fatalf("a raw publish after the cancel is a new submission: %+v %+v %v", raw, c, err)
+		}
+		again, err := lifecycle.Resubmit(r)
+		if err != nil || again.RequestSeq != 0 {
+			t.Fatalf("resubmit: %+v %v", again, err)
+		}
+		if lifecycle.Unclaimed(again) || !lifecycle.Unclaimed(fresh) {
+			t.Fatalf("a resubmission of a run the cancel told about is not unclaimed (its run_failed is out); a fresh one is")
+		}
+		if _, _, err := lifecycle.ClaimRun(again, lifecycle.Claim{Worker: "w1", Seq: 24, Submission: 2}); err != nil {
+			t.Fatalf("the resubmission runs: %v", err)
+		}
+		parked := fixture(lifecycle.Parked)
+		r, err = lifecycle.CancelUnheld(parked, loop.ErrorInfo{Type: "RunCancelled"}, t0, 3)
+		if err != nil || r.Parked != nil || r.RequestSeq != 10 {
+			t.Fatalf("a parked run keeps its later request as the horizon: %+v %v", r, err)
 		}
 	})
 	t.Run("finish refuses an event that is not terminal", func(t *testing.T) {

@@ -16,7 +16,9 @@ import (
 // runs stream and makes the [Wake] transition. It reports whether this
 // call woke it; a run that is not parked is left alone.
 //
-// The API wakes a run when a decision or a cancel for it is stored;
+// The API wakes a run when a decision for it is stored (a cancel
+// ends a parked run instead, see [CancelUnheld]; a cancel that finds it
+// running, parking, wakes it like a decision);
 // workers wake it at its approval deadline, and the parking worker itself
 // when a decision landed while it parked. Concurrent wakers publish under
 // the same message id ("<run>[.<submission>].wake<seq>.<rev>", naming the

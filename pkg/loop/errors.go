@@ -157,6 +157,10 @@ func (e *BudgetExceeded) Error() string {
 }
 func (e *BudgetExceeded) Is(target error) bool { return target == ErrBudget }
 
+// CancelledHint is the hint of a RunCancelled error: what to do to run
+// a cancelled run after all.
+const CancelledHint = "the run was cancelled on request; to continue it, submit it again with the same run_id (if_run_exists resume)"
+
 // RunCancelled ends a cancelled run. Reason is the cancel reason.
 type RunCancelled struct {
 	Reason string
@@ -225,7 +229,9 @@ func Describe(err error) ErrorInfo {
 	)
 	switch {
 	case errors.As(err, &rc):
-		typ, info.Message, info.Retryable = "RunCancelled", rc.Error(), true
+		// Not retryable: submitting it again would not undo the cancel's
+		// intent (a resubmission resumes it, on purpose).
+		typ, info.Message, info.Hint = "RunCancelled", rc.Error(), CancelledHint
 	case errors.As(err, &mt):
 		typ, info.Message, info.Hint, info.Retryable = "MaxTurnsExceeded", "Run exceeded max_turns="+fmt.Sprint(mt.MaxTurns)+" without producing output", "raise max_turns, or resume the run with a higher limit", true
 	case errors.As(err, &be):

@@ -134,6 +134,14 @@ func (ru *run) executeInner() (*RunResult, error) {
 	if snap != nil && snap.Status == StatusCompleted {
 		return ru.replay(snap)
 	}
+	if snap == nil && len(ru.input) == 0 {
+		// A fresh run on nothing would pay for a model call on no
+		// question: only a run with a checkpoint resumes without input.
+		return nil, &UserError{
+			Message: "the run has no input, and no checkpoint to resume",
+			Hint:    "give the run an input (a string, or a list of {role, content}); only the resubmission of an existing run may omit it",
+		}
+	}
 	if err := ru.bootstrap(snap); err != nil {
 		return nil, err
 	}

@@ -137,6 +137,17 @@ func (a *API) submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 	events, _ := a.names.Events(req.RunID)
 	reply := &bus.SubmitReply{RunID: req.RunID, EventsSubject: events, Agent: req.Agent, Status: bus.StateQueued}
 	runs := a.cfg.Store.Runs()
+	if noInput(req) {
+		// Only the resubmission of an existing run may omit its input (it
+		// resumes the run): a run id the fleet has never seen would start a
+		// run on nothing.
+		if _, err := runs.Get(ctx, req.RunID); errors.Is(err, store.ErrRunNotFound) {
+			return nil, &bus.FieldError{Field: "input", Reason: fmt.Sprintf(
+				"is required: run %s does not exist, and only the resubmission of an existing run may omit it; give a string, or a list of {role, content}", req.RunID)}
+		} else if err != nil {
+			return nil, err
+		}
+	}
 	e, err := runs.Create(ctx, lifecycle.Submit(lifecycle.SubmissionOf(req)))
 	switch {
 	case errors.Is(err, store.ErrRunExists):
@@ -152,6 +163,11 @@ func (a *API) submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 				return nil, invalid("run_id", fmt.Sprintf("run %s already exists (status completed); use if_run_exists resume to read its result or restart to run it again", req.RunID))
 			}
 			reply.Status, reply.Replayed, reply.Result = bus.StateCompleted, true, storedResult(&rec)
+			// A retry sends the same input; another one is not run, and the
+			// reply says so (when the record knows the run's input).
+			if d := lifecycle.InputDigest(req.Input); d != "" && rec.InputDigest != "" && d != rec.InputDigest {
+				reply.InputDiffers = true
+			}
 			return reply, nil
 		case !rec.Status.Ended():
 			// The same submission is in flight: never start a second run.
@@ -177,7 +193,13 @@ func (a *API) submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 		if rec.Agent != "" && req.Agent != rec.Agent {
 			return nil, invalid("agent", fmt.Sprintf("run %s belongs to agent %q, not %q", req.RunID, rec.Agent, req.Agent))
 		}
-		e, err = runs.Modify(ctx, req.RunID, lifecycle.Modify(lifecycle.Resubmit))
+		e, err = runs.Modify(ctx, req.RunID, lifecycle.Modify(func(r store.RunRecord) (store.RunRecord, error) {
+			next, err := lifecycle.Resubmit(r)
+			if err == nil && !noInput(req) {
+				next.InputDigest = lifecycle.InputDigest(req.Input)
+			}
+			return next, err
+		}))
 		if errors.Is(err, lifecycle.ErrNotEnded) {
 			reply.Status = bus.StateQueued
 			return reply, nil
@@ -206,6 +228,11 @@ func wireState(s store.RunStatus) bus.RunState {
 		return bus.StateRunning
 	}
 	return bus.RunState(s)
+}
+
+// noInput reports whether req gives no input (none, or an empty list).
+func noInput(req *bus.RunRequest) bool {
+	return req.Input.IsZero() || req.Input.IsList() && len(req.Input.Messages) == 0
 }
 
 func inputSize(in bus.Input) int {
@@ -502,28 +529,6 @@ func (a *API) Approve(ctx context.Context, runID string, req *bus.ApproveRequest
 	return &bus.ApproveReply{RunID: runID, CallID: req.CallID, Decision: d.Decision, Reason: d.Reason, Accepted: created}, nil
 }
 
-// Cancel persists a cancel request.
-func (a *API) Cancel(ctx context.Context, runID string, req *bus.CancelRequest) (*bus.CancelReply, error) {
-	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
-	defer cancel()
-	rec, err := a.liveRun(ctx, runID, false)
-	if err != nil {
-		return nil, err
-	}
-	if rec.Status.Ended() {
-		return &bus.CancelReply{RunID: runID, Cancelled: false, Status: string(rec.Status)}, nil
-	}
-	if _, err := a.cfg.Store.Control().RequestCancel(ctx, runID, rec.Submissions, req.Reason); err != nil {
-		return nil, err
-	}
-	if !a.delivered(ctx, runID, rec.Submissions) {
-		// The run ended and was submitted again meanwhile: the cancel
-		// belongs to the submission that ended.
-		return &bus.CancelReply{RunID: runID, Cancelled: false, Status: string(store.RunFailed)}, nil
-	}
-	return &bus.CancelReply{RunID: runID, Cancelled: true, Status: string(wireState(rec.Status))}, nil
-}
-
 // delivered makes a control record just stored for the run's given
 // submission reach the run: it notifies the run's owner, and wakes the run
 // if it is parked. It reads the record after the store (from the stream
@@ -612,8 +617,11 @@ func (a *API) Session(ctx context.Context, sessionID string) (*bus.SessionReply,
 	if err != nil {
 		return nil, err
 	}
-	if segs == nil {
-		segs = []loop.Segment{}
+	if len(segs) == 0 {
+		// A session is its segments: one is stored as each run of it
+		// completes.
+		return nil, &bus.APIError{Type: bus.TypeNotFound, Message: "session " + sessionID + " not found",
+			Hint: "check the id; a session holds a segment once a run submitted with its session_id has completed (lovia runs list --session " + sessionID + " lists its runs)"}
 	}
 	return &bus.SessionReply{SessionID: sessionID, Segments: segs}, nil
 }

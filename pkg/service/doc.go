@@ -7,6 +7,9 @@
 //
 // Decisions, cancels and steering messages are persisted in the stores
 // before the reply; the run's owner (whichever worker that is, now or after
-// a crash) picks them up from there. [API] exposes the same operations as Go
-// methods for in-process callers such as the HTTP gateway.
+// a crash) picks them up from there. A cancel of a run no worker holds —
+// queued or parked — is applied here, at once ([API.Cancel]): the run's
+// lone run_failed, its failed record, its request gone from the runs
+// stream. [API] exposes the same operations as Go methods for in-process
+// callers such as the HTTP gateway.
 package service

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/fleet"
+	"github.com/lovia-fleet/lovia/pkg/loop"
 )
 
 // fleetState is the API's view of the live fleet, bound on first use.
@@ -117,8 +118,25 @@ func (a *API) FleetAgents(ctx context.Context) (*bus.AgentsReply, error) {
 			}
 		}
 	}
+	for i := range out.Agents {
+		normalAgent(&out.Agents[i])
+	}
 	sort.Slice(out.Agents, func(i, j int) bool { return out.Agents[i].Name < out.Agents[j].Name })
 	return out, nil
+}
+
+// normalAgent gives in's lists their empty value when they have none (a
+// worker's announcement may leave them out): the reply always has them.
+func normalAgent(in *bus.AgentInfo) {
+	if in.Tools == nil {
+		in.Tools = []string{}
+	}
+	if in.Handoffs == nil {
+		in.Handoffs = []string{}
+	}
+	if in.Schemas == nil {
+		in.Schemas = []loop.ToolSchema{}
+	}
 }
 
 // Workers lists the live workers of the fleet: the agents each serves,

@@ -269,7 +269,7 @@ func decodeBody[T any, P interface {
 	if len(r.Data()) == 0 {
 		return v, v.Validate()
 	}
-	if _, err := bus.DecodeControl(headers(r), r.Data(), v); err != nil {
+	if _, err := bus.DecodeRequest(headers(r), r.Data(), v); err != nil {
 		return nil, err
 	}
 	return v, nil

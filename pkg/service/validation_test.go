@@ -91,3 +91,78 @@ func TestSubmitRefusesBadInput(t *testing.T) {
 		}
 	})
 }
+
+// TestSubmitWithoutInputNeedsAnExistingRun: a run id alone does not make a
+// run: only the resubmission of a run the fleet has seen may omit its
+// input (issue 25, item 4).
+func TestSubmitWithoutInputNeedsAnExistingRun(t *testing.T) {
+	t.Parallel()
+	nc := serveAPI(t)
+	for _, body := range []string{
+		`{"agent":"oracle","run_id":"fresh-1"}`,
+		`{"agent":"oracle","run_id":"fresh-2","input":[]}`,
+	} {
+		e := errorReply(t, nc, "lovia.api.submit", body)
+		require.Equal(t, bus.TypeInvalidRequest, e.Type, body)
+		require.Contains(t, e.Message, "input: is required: run fresh-", body)
+		require.NotEmpty(t, e.Hint)
+	}
+	// The refused submits indexed no run.
+	e := errorReply(t, nc, "lovia.api.run.fresh-1.status", "")
+	require.Equal(t, bus.TypeNotFound, e.Type)
+
+	// An existing run's resubmission may omit it.
+	first, err := nc.RequestWithContext(t.Context(), "lovia.api.submit", []byte(`{"agent":"oracle","run_id":"known-1","input":"hi"}`))
+	require.NoError(t, err)
+	require.Empty(t, first.Header.Get(bus.HeaderServiceErrorCode), "%s", first.Data)
+	again, err := nc.RequestWithContext(t.Context(), "lovia.api.submit", []byte(`{"agent":"oracle","run_id":"known-1"}`))
+	require.NoError(t, err)
+	require.Empty(t, again.Header.Get(bus.HeaderServiceErrorCode), "a resubmission without input is accepted: %s", again.Data)
+	var sr bus.SubmitReply
+	require.NoError(t, json.Unmarshal(again.Data, &sr))
+	require.Equal(t, "known-1", sr.RunID)
+}
+
+// TestAgentsAlwaysHaveSchemas: every agent of lovia.api.agents carries its
+// schemas, an empty list for one with no resolved tool (none, or tool
+// services not up yet), as docs/protocol.md says (issue 25, item 10).
+func TestAgentsAlwaysHaveSchemas(t *testing.T) {
+	t.Parallel()
+	nc := serveAPI(t)
+	rep, err := nc.RequestWithContext(t.Context(), "lovia.api.agents", nil)
+	require.NoError(t, err)
+	var out struct {
+		Agents []map[string]json.RawMessage `json:"agents"`
+	}
+	require.NoError(t, json.Unmarshal(rep.Data, &out), "%s", rep.Data)
+	require.NotEmpty(t, out.Agents)
+	for _, a := range out.Agents {
+		for _, key := range []string{"name", "model", "tools", "handoffs", "schemas"} {
+			v, ok := a[key]
+			require.True(t, ok, "agent %s has no %q: %s", a["name"], key, rep.Data)
+			require.NotEqual(t, "null", string(v), "agent %s: %q is null: %s", a["name"], key, rep.Data)
+		}
+	}
+}
+
+// TestControlRequestsRefuseUnknownFields: a misspelt field of a control
+// request is refused, naming the known ones, as a run request's is — a
+// cancel's "reson" is never silently dropped.
+func TestControlRequestsRefuseUnknownFields(t *testing.T) {
+	t.Parallel()
+	nc := serveAPI(t)
+	for _, tc := range []struct{ subject, body, text string }{
+		{"lovia.api.run.r1.cancel", `{"reson":"stop"}`, "reson: unknown field; known fields: reason"},
+		{"lovia.api.run.r1.approve", `{"call_id":"c1","decison":"approve"}`, "decison: unknown field; known fields: call_id, decision, reason"},
+		{"lovia.api.run.r1.inject", `{"text":"hi"}`, "text: unknown field; known fields: content, key"},
+		{"lovia.api.session.s1.rewind", `{"keep":1}`, "keep: unknown field; known fields: keep_entries"},
+	} {
+		e := errorReply(t, nc, tc.subject, tc.body)
+		require.Equal(t, bus.TypeInvalidRequest, e.Type, tc.subject)
+		require.Contains(t, e.Message, tc.text, tc.subject)
+		require.NotEmpty(t, e.Hint)
+	}
+	// Known fields still pass the decoding (the run is unknown here).
+	e := errorReply(t, nc, "lovia.api.run.r1.cancel", `{"reason":"stop"}`)
+	require.Equal(t, bus.TypeNotFound, e.Type)
+}

@@ -23,6 +23,7 @@ const (
 	StepAbandon  = "abandon"  // no worker held it and its request was gone
 	StepRepair   = "repair"   // the index settled it from its terminal event
 	StepHeal     = "heal"     // the index learnt a result it had missed
+	StepCancel   = "cancel"   // cancelled while no worker held it
 )
 
 // MaxAttempts is how many steps a record's history keeps; older ones are

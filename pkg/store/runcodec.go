@@ -36,7 +36,7 @@ func (r *RunRecord) EncodeMsgpack(enc *msgpack.Encoder) error {
 	for _, set := range [...]bool{
 		!resultEmpty, hasUsage, r.FinalAgent != "", r.FinishReason != nil, r.Submissions != 0,
 		r.RequestSeq != 0, r.Quiet, r.Requeues != 0, r.Parked != nil, r.Wakes != 0, len(r.Attempts) > 0,
-		r.AttemptsDropped != 0, r.Registry != 0, r.Error != nil, len(r.Metadata) > 0,
+		r.AttemptsDropped != 0, r.Registry != 0, r.Error != nil, len(r.Metadata) > 0, r.InputDigest != "",
 		!r.StartedAt.IsZero(), !r.FinishedAt.IsZero(),
 	} {
 		if set {
@@ -112,6 +112,7 @@ func (r *RunRecord) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if len(r.Metadata) > 0 {
 		w.value("metadata", r.Metadata)
 	}
+	w.optStr("input_digest", r.InputDigest)
 	w.time("created_at", r.CreatedAt)
 	w.time("updated_at", r.UpdatedAt)
 	if !r.StartedAt.IsZero() {

@@ -28,8 +28,9 @@ func TestRunRecordEncodingMatchesReflection(t *testing.T) {
 		Parked: &Parking{CallID: "c1", Deadline: at, Request: []byte(`{"x":1}`), ContentType: "application/json", Continues: 9, TimerRevision: 4, LastSeq: 12},
 		Wakes:  128, Attempts: []Attempt{{N: 1, Kind: StepSubmit, At: at}, {N: 2, Kind: StepClaim, Attempt: 1, Worker: "w1", At: at.Add(time.Millisecond)}},
 		AttemptsDropped: 65536, Registry: 255, Error: &loop.ErrorInfo{Type: "T", Message: "m", Hint: "h", Retryable: true},
-		Metadata:  map[string]any{"l": []any{"a", int64(5), 0.5, map[string]any{"n": "v"}}},
-		CreatedAt: at, UpdatedAt: at.Add(time.Second), StartedAt: at.Add(2 * time.Second), FinishedAt: at.Add(3 * time.Second),
+		Metadata:    map[string]any{"l": []any{"a", int64(5), 0.5, map[string]any{"n": "v"}}},
+		InputDigest: "0123456789abcdef",
+		CreatedAt:   at, UpdatedAt: at.Add(time.Second), StartedAt: at.Add(2 * time.Second), FinishedAt: at.Add(3 * time.Second),
 	}
 	fresh := RunRecord{RunID: "r2", Agent: "calc", Status: RunQueued, Submissions: 1, Quiet: true,
 		Attempts: []Attempt{{N: 1, Kind: StepSubmit, At: at}}, CreatedAt: at, UpdatedAt: at}
@@ -75,7 +76,7 @@ func TestRunRecordCodecKnowsEveryField(t *testing.T) {
 	tags := msgpackTags
 	require.Equal(t, []string{"run_id", "agent", "session_id", "parent_run_id", "status", "worker", "attempt", "turns",
 		"result", "usage", "final_agent", "finish_reason", "submissions", "request_seq", "quiet", "requeues", "parked",
-		"wakes", "attempts", "attempts_dropped", "registry_revision", "error", "metadata", "created_at", "updated_at",
+		"wakes", "attempts", "attempts_dropped", "registry_revision", "error", "metadata", "input_digest", "created_at", "updated_at",
 		"started_at", "finished_at"}, tags(RunRecord{}),
 		"RunRecord's fields changed: make its EncodeMsgpack (runcodec.go) write them, in declaration order")
 	require.Equal(t, []string{"n", "kind", "attempt", "worker", "at"}, tags(Attempt{}),

@@ -20,9 +20,9 @@ const (
 	RunCompleted RunStatus = "completed"
 	RunFailed    RunStatus = "failed"
 	// RunParked is a run that waits for an approval decision on no
-	// worker: its state is in the checkpoint, and a decision, a cancel or
-	// the approval deadline publishes its Parking.Request again (the
-	// status reply says "running").
+	// worker: its state is in the checkpoint, and a decision or the
+	// approval deadline publishes its Parking.Request again, a cancel
+	// fails it (the status reply says "running").
 	RunParked RunStatus = "parked"
 )
 
@@ -82,6 +82,11 @@ type RunRecord struct {
 	// Error describes why a run failed.
 	Error    *loop.ErrorInfo `json:"error,omitempty" msgpack:"error,omitempty"`
 	Metadata map[string]any  `json:"metadata,omitempty" msgpack:"metadata,omitempty"`
+	// InputDigest identifies the input the current submission was given
+	// (lifecycle.InputDigest; "" when unknown: a raw publish, a record of
+	// an earlier release): a completed run submitted again with another
+	// input says so in its replay.
+	InputDigest string `json:"input_digest,omitempty" msgpack:"input_digest,omitempty"`
 
 	CreatedAt  time.Time `json:"created_at" msgpack:"created_at"`
 	UpdatedAt  time.Time `json:"updated_at" msgpack:"updated_at"`

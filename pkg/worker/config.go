@@ -87,8 +87,9 @@ type Config struct {
 	// ParkAfter is how long a run waits for an approval decision on this
 	// worker before it parks: it stops at its checkpoint and gives its
 	// claim back, so a decision that takes hours holds no worker slot and
-	// no claim; a decision, a cancel or the approval deadline puts it back
-	// in the runs stream for any worker. A deadline closer than ParkAfter
+	// no claim; a decision or the approval deadline puts it back in the
+	// runs stream for any worker (a cancel ends it, with no worker). A
+	// deadline closer than ParkAfter
 	// is waited out here. Default 1m; negative: never park.
 	ParkAfter time.Duration
 	// CoalesceDeltas, when positive, sends consecutive text (or reasoning)

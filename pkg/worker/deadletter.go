@@ -104,16 +104,17 @@ func (w *Worker) onMaxDeliveries(data []byte) {
 	}
 	runID, err := bus.RawSubmitRunID(req, raw.Header, adv.StreamSeq)
 	if err == nil {
-		w.failDeadLetter(ctx, runID, enc, adv.Deliveries, adv.StreamSeq, raw.Time)
+		agent, _ := w.names.ParseSubmit(raw.Subject)
+		w.failDeadLetter(ctx, runID, agent, enc, adv.Deliveries, adv.StreamSeq, raw.Time)
 	}
 	if err := w.runsStream.DeleteMsg(ctx, adv.StreamSeq); err != nil {
 		w.log.Warn("dead letter: deleting the request failed", "stream_seq", adv.StreamSeq, "error", err)
 	}
 }
 
-// failDeadLetter fails the run of the request at streamSeq (stored at
-// submitted), unless that submission's terminal event is out already.
-func (w *Worker) failDeadLetter(ctx context.Context, runID string, enc bus.Encoding, deliveries, streamSeq uint64, submitted time.Time) {
+// failDeadLetter fails the run of agent's request at streamSeq (stored
+// at submitted), unless that submission's terminal event is out already.
+func (w *Worker) failDeadLetter(ctx context.Context, runID, agent string, enc bus.Encoding, deliveries, streamSeq uint64, submitted time.Time) {
 	info := loop.ErrorInfo{
 		Type:    TypeMaxDeliveries,
 		Message: fmt.Sprintf("run %s was claimed %d times without finishing: the workers running it died or released it every time", runID, deliveries),
@@ -123,7 +124,9 @@ func (w *Worker) failDeadLetter(ctx context.Context, runID string, enc bus.Encod
 	if last, err := w.lastEvent(ctx, runID); err == nil && (last == nil || !last.IsTerminal() || !ofRequest(last, streamSeq, submitted)) {
 		if rp, err := w.pub.Open(ctx, runID, enc); err == nil {
 			rp.SetRequest(streamSeq)
-			_, _ = rp.Publish(ctx, &loop.RunFailed{Error: info})
+			failed := &loop.RunFailed{Error: info}
+			failed.Agent = agent
+			_, _ = rp.Publish(ctx, failed)
 			if err := rp.Close(ctx); err != nil {
 				w.log.Warn("dead letter: publishing run_failed failed", "run_id", runID, "error", err)
 			}

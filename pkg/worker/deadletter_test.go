@@ -53,6 +53,7 @@ agents:
 		}
 	}
 	envs := f.Events(rep.RunID, 15*time.Second)
+	require.Equal(t, "sleeper", envs[len(envs)-1].Agent, "the dead letter's run_failed names the run's agent")
 	last, err := envs[len(envs)-1].Event()
 	require.NoError(t, err)
 	rf, ok := last.(*loop.RunFailed)

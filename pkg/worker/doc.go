@@ -54,7 +54,8 @@
 // than [Config.ParkAfter] parks the run: it stops at its checkpoint, its
 // record keeps the request that resumes it, and its claim is acknowledged,
 // so a decision that takes hours holds no slot and no claim. The API wakes
-// a parked run when a decision or a cancel arrives ([lifecycle.WakeRun]); every
+// a parked run when a decision arrives ([lifecycle.WakeRun]) and ends it
+// on a cancel ([lifecycle.CancelUnheld]); every
 // worker watches the park timers and wakes runs at their approval deadline,
 // which counts from the first ask and survives parks and takeovers.
 package worker

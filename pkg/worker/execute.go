@@ -165,8 +165,9 @@ func (w *Worker) claim(ctx context.Context, d *delivery, req *bus.RunRequest, ru
 		if err != nil {
 			break
 		}
-		if e.Record.Attempt != 0 || e.Record.Status != store.RunQueued {
-			// Claimed before. Refused for good (another request of the
+		if !lifecycle.Unclaimed(e.Record) {
+			// Claimed before (or ended by the API's cancel, or refused:
+			// it has events). Refused for good (another request of the
 			// run is running it: a duplicate raw publish, one racing the
 			// API's)? Say so now: the whole path would say the same after
 			// reading the checkpoint and the last event, by when the other
@@ -447,7 +448,7 @@ func (w *Worker) run(ctx, runCtx context.Context, x *execution) (wakeAfter bool)
 		parent: bus.ParentRunID(x.req.Metadata), pubCtx: context.WithoutCancel(ctx)}
 	opts, err := w.runOptions(x.req, x.runID, x.ag, x.ar, sink, d.fresh, d.unclaimed, quiet)
 	if err != nil {
-		w.finishPoison(ctx, d, x.rp, x.runID, err)
+		w.finishPoison(ctx, d, x.rp, x.runID, x.ag.Name, err)
 		return false
 	}
 	h := w.runner.Stream(runCtx, x.ag.Agent, x.req.Input.Entries(), opts...)

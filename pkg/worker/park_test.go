@@ -136,8 +136,9 @@ func TestParkedApprovalTimesOut(t *testing.T) {
 	require.Equal(t, loop.EventRunCompleted, envs[len(envs)-1].Type)
 }
 
-// TestCancelParkedRun: a cancel of a parked run wakes it, and the worker
-// that resumes it ends it with run_failed RunCancelled.
+// TestCancelParkedRun: a cancel of a parked run (no worker holds it) ends
+// it at once with run_failed RunCancelled (the API does: no wake, no
+// worker), and no worker resumes it afterwards.
 func TestCancelParkedRun(t *testing.T) {
 	t.Parallel()
 	f := parkedFleet(t, 1)
@@ -147,12 +148,15 @@ func TestCancelParkedRun(t *testing.T) {
 	cr, err := f.Client.Cancel(ctx, runID, "changed my mind")
 	require.NoError(t, err)
 	require.True(t, cr.Cancelled)
-	require.Equal(t, "running", cr.Status)
+	require.Equal(t, "failed", cr.Status)
 	envs := f.Events(runID, 15*time.Second)
 	checkOneSubmission(t, runID, envs)
 	failed := fleettest.Event[*loop.RunFailed](t, envs[len(envs)-1])
 	require.Equal(t, "RunCancelled", failed.Error.Type)
 	require.Empty(t, fleettest.OfType(envs, loop.EventToolCallStarted))
+	require.Empty(t, fleettest.OfType(envs, bus.EventRunResumed), "no worker resumed it: %v", fleettest.Types(envs))
+	waitIdle(t, f, 15*time.Second)
+	checkOneSubmission(t, runID, runEvents(t, f, runID))
 }
 
 // TestParkedRunResubmittedIsInFlight: resubmitting a parked run starts

@@ -36,6 +36,7 @@ func TestPoisonRequests(t *testing.T) {
 		envs := f.Events(runID, 10*time.Second)
 		require.Len(t, envs, 1, "run %s: %v", runID, fleettest.Types(envs))
 		checkOneSubmission(t, runID, envs)
+		require.Equal(t, "calc", envs[0].Agent, "run %s: the run_failed names the agent of the subject", runID)
 		rf := fleettest.Event[*loop.RunFailed](t, envs[0])
 		require.Equal(t, typ, rf.Error.Type, "run %s: %+v", runID, rf.Error)
 		require.NotEmpty(t, rf.Error.Message)

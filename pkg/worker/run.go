@@ -157,7 +157,9 @@ func (w *Worker) poison(ctx context.Context, d *delivery, runID, agent string, e
 			if rp, err := w.pub.Open(ctx, runID, enc); err == nil {
 				rp.SetRequest(d.meta.Sequence.Stream)
 				if last, _ := w.lastEvent(ctx, runID); last == nil || !last.IsTerminal() || queued {
-					_, _ = rp.Publish(ctx, &loop.RunFailed{Error: info})
+					failed := &loop.RunFailed{Error: info}
+					failed.Agent = agent
+					_, _ = rp.Publish(ctx, failed)
 				}
 				if err := rp.Close(ctx); err != nil {
 					d.log.Warn("poison: publishing run_failed failed", "error", err)
@@ -315,10 +317,10 @@ func (n noSnapshot) Load(_ context.Context, runID string) (*loop.Snapshot, error
 }
 
 // finishPoison fails a run whose request turned out invalid after claim.
-func (w *Worker) finishPoison(ctx context.Context, d *delivery, rp *bus.RunPublisher, runID string, err error) {
+func (w *Worker) finishPoison(ctx context.Context, d *delivery, rp *bus.RunPublisher, runID, agent string, err error) {
 	info := loop.ErrorInfo{Type: bus.TypeInvalidRequest, Message: bus.ErrorFor(err).Message, Hint: "fix the request and submit it again"}
 	w.m.poison.WithLabelValues(info.Type).Inc()
-	w.failAndTerminate(ctx, d, rp, runID, info)
+	w.failAndTerminate(ctx, d, rp, runID, agent, info)
 }
 
 // healReplay runs the loop's replay (which re-appends a missing session

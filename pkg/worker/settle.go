@@ -47,7 +47,7 @@ func (w *Worker) settle(ctx context.Context, x *execution, sink *eventSink, res 
 		info := loop.Describe(runErr)
 		w.m.failed.WithLabelValues(x.ag.Name, info.Type).Inc()
 		log.Warn("run refused before it started", "error", runErr)
-		w.failAndTerminate(ctx, x.d, x.rp, x.runID, info)
+		w.failAndTerminate(ctx, x.d, x.rp, x.runID, x.ag.Name, info)
 	case lifecycle.Ack:
 		if err := x.rp.Close(ctx); err != nil {
 			log.Warn("flushing the terminal event failed; releasing the run", "error", err)
@@ -156,13 +156,15 @@ func (w *Worker) release(ctx context.Context, x *execution, delay time.Duration,
 	return true
 }
 
-// failAndTerminate ends a claimed run that cannot succeed by retrying: the
-// index marked failed, one run_failed, the request terminated. When the
-// event cannot be published the request is released instead, so that a
-// later delivery publishes it: a run never ends without its terminal event.
-func (w *Worker) failAndTerminate(ctx context.Context, d *delivery, rp *bus.RunPublisher, runID string, info loop.ErrorInfo) {
+// failAndTerminate ends a claimed run of agent that cannot succeed by
+// retrying: the index marked failed, one run_failed (naming the agent),
+// the request terminated. When the event cannot be published the request
+// is released instead, so that a later delivery publishes it: a run never
+// ends without its terminal event.
+func (w *Worker) failAndTerminate(ctx context.Context, d *delivery, rp *bus.RunPublisher, runID, agent string, info loop.ErrorInfo) {
 	ctx = context.WithoutCancel(ctx)
 	failed := &loop.RunFailed{Error: info}
+	failed.Agent = agent
 	w.indexOutcome(ctx, d, runID, failed)
 	_, err := rp.Publish(ctx, failed)
 	if err == nil {

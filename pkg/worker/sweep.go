@@ -160,7 +160,9 @@ func (w *Worker) abandon(ctx context.Context, e *store.RunEntry) {
 	rp, err := w.pub.Open(ctx, runID, bus.JSON)
 	if err == nil {
 		rp.SetRequest(e.Record.RequestSeq)
-		_, err = rp.Publish(ctx, &loop.RunFailed{Error: info})
+		failed := &loop.RunFailed{Error: info}
+		failed.Agent = e.Record.Agent
+		_, err = rp.Publish(ctx, failed)
 		if cerr := rp.Close(ctx); err == nil {
 			err = cerr
 		}
