@@ -247,6 +247,11 @@ func Build(f File, opts Options) (*Catalog, error) {
 			a.Handoffs = append(a.Handoffs, loop.HandoffTo(t.Agent))
 		}
 	}
+	for _, n := range c.names {
+		if err := checkScript(c.agents[n]); err != nil {
+			errs = append(errs, fmt.Errorf("agent %q: %w", n, err))
+		}
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
