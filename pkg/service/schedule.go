@@ -116,7 +116,7 @@ func (s *Service) stopKeeper(ctx context.Context) error {
 
 // schedules returns a Manager on the API's connection.
 func (a *API) schedules() (*schedule.Manager, error) {
-	return schedule.New(schedule.Config{JS: a.js, Prefix: a.names.Prefix()})
+	return schedule.New(schedule.Config{JS: a.js, Prefix: a.names.Prefix(), CheckAgent: a.checkScheduleAgent})
 }
 
 // Schedules returns a schedule Manager on the API's connection and prefix
