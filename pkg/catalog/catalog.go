@@ -278,7 +278,7 @@ func build(s Spec, visible []string, opts Options) (*Agent, error) {
 		if err != nil {
 			return nil, err
 		}
-		a.Provider = scripted.New(steps)
+		a.Provider = scripted.New(steps, scripted.ForAgent(s.Name))
 	default:
 		if len(s.Script) > 0 {
 			return nil, fmt.Errorf("script is only for model scripted, not %q", s.Model)
