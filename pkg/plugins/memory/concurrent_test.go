@@ -55,3 +55,25 @@ func TestConcurrentRemembersWriteOneNote(t *testing.T) {
 		require.Regexp(t, `^(Already r|R)emembered \(id `+id+`\)\.$`, out, "run %d", i)
 	}
 }
+
+// TestForgetWhatCannotBeAnID: forget with an id no note can have (dots,
+// slashes, wildcards, nothing) tells the model there is no such note, as
+// for an unknown id, instead of the store's "invalid key".
+func TestForgetWhatCannotBeAnID(t *testing.T) {
+	t.Parallel()
+	w := newWorker(t, kvStore(t, startJS(t)), memory.BySession)
+	w.run(t, []scripted.Step{scripted.CallTool(memory.RememberTool, map[string]string{"text": "Likes tea."}, "m1"), scripted.Text("ok")},
+		"hi", loop.WithSession(loop.NewMemorySession(), "s1")) // the bucket exists
+	ids := []string{"../x", "a.b", "*", ">", " ", "nope"}
+	var calls []scripted.Call
+	for i, id := range ids {
+		calls = append(calls, scripted.Call{ID: fmt.Sprint("f", i), Name: memory.ForgetTool, Args: map[string]string{"id": id}})
+	}
+	_, res := w.run(t, []scripted.Step{scripted.Batch(calls...), scripted.Text("ok")}, "forget", loop.WithSession(loop.NewMemorySession(), "s1"))
+	outs := toolOutputs(res.Entries)
+	require.Len(t, outs, len(ids))
+	for i, out := range outs {
+		require.Contains(t, out, "no note with id", "forget(%q)", ids[i])
+		require.NotContains(t, out, "invalid key", "forget(%q)", ids[i])
+	}
+}

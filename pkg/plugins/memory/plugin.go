@@ -244,7 +244,13 @@ func (p *Plugin) forget(ctx context.Context, rc *loop.RunContext, in forgetArgs)
 	if err != nil {
 		return "", err
 	}
-	err = p.cfg.Store.Delete(ctx, scope, KindNote, strings.TrimSpace(in.ID))
+	id := strings.TrimSpace(in.ID)
+	if id == "" || ScopeToken(id) != id {
+		// Not an id a note can have (a store key could not even hold it).
+		err = ErrNotFound
+	} else {
+		err = p.cfg.Store.Delete(ctx, scope, KindNote, id)
+	}
 	if errors.Is(err, ErrNotFound) {
 		return "", &loop.ToolError{Message: fmt.Sprintf("no note with id %q: the ids are in your notes and in recall's output", in.ID), Cause: err}
 	}
