@@ -93,5 +93,29 @@ func TestMissedCronFireAfterCrash(t *testing.T) {
 	e, err := b.f.Store.Runs().Get(b.ctx, want)
 	require.NoError(t, err)
 	require.Equal(t, "tenner", e.Record.Metadata[schedule.MetadataKey])
-	_ = bus.HeaderSchedule
+}
+
+// TestMissedEveryFireAfterCrash: the same for an @every schedule, whose
+// slots follow its last fire: after a crash past its next fire, one
+// catch-up fire, then the server's cadence from its restart.
+func TestMissedEveryFireAfterCrash(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.keeper(t)
+	_, err := b.m.Add(b.ctx, schedule.Schedule{Name: "eight", Agent: "digest", Input: "x", Every: schedule.Duration(8 * time.Second)})
+	require.NoError(t, err)
+	b.waitCount(t, "LOVIA_SCHEDULES", "lovia.fire.digest", 1, "the first fire")
+	first := b.fires(t, "lovia.fire.digest")[0]
+	next, err := time.Parse(time.RFC3339Nano, first.Header.Get(bus.HeaderScheduleNext))
+	require.NoError(t, err)
+	if time.Until(next) < 3*time.Second {
+		t.Skipf("the first fire (%s) was stored too late to crash before the next (%s)", first.Time, next)
+	}
+	b.f.CrashServer(time.Until(next) + 500*time.Millisecond)
+
+	b.waitCount(t, "LOVIA_SCHEDULES", "lovia.fire.digest", 2, "the catch-up fire")
+	fires := b.fires(t, "lovia.fire.digest")
+	require.NotEmpty(t, fires[1].Header.Get(schedule.HeaderMissed), "the fire after the crash is the catch-up: %v", fires[1].Header)
+	require.NoError(t, b.m.Remove(b.ctx, "eight"))
+	require.Len(t, b.fires(t, "lovia.fire.digest"), 2, "one catch-up")
 }
