@@ -74,11 +74,8 @@ func (s *Schedule) Validate(now time.Time) error {
 	if s.Name == "" {
 		return invalid("name", "is required", nameHint)
 	}
-	if err := bus.ValidateID("name", s.Name); err != nil {
-		return invalid("name", bus.ErrorFor(err).Message, nameHint)
-	}
-	if len(s.Name) > bus.MaxScheduleNameLen {
-		return invalid("name", "longer than 100 characters", nameHint)
+	if err := bus.ValidateID("name", s.Name); err != nil || len(s.Name) > bus.MaxScheduleNameLen {
+		return invalid("name", quote(s.Name)+" is not 1–100 characters of [A-Za-z0-9_-]", nameHint)
 	}
 	if s.Agent == "" {
 		return invalid("agent", "is required", "name the agent each fire runs (--agent)")

@@ -48,6 +48,9 @@ func TestValidate(t *testing.T) {
 		require.Equal(t, bus.TypeInvalidRequest, info.Type, name)
 		require.Contains(t, info.Message, tc.field, name)
 		require.NotEmpty(t, info.Hint, name)
+		if tc.field == "name" {
+			require.NotContains(t, info.Message, "128", "%s: a schedule name is at most 100 characters", name)
+		}
 	}
 }
 
