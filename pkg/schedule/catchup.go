@@ -17,10 +17,6 @@ import (
 // RFC 3339, that the server did not fire.
 const HeaderMissed = "Lovia-Schedule-Missed"
 
-// ErrReconnected: CatchUp's connection reconnected while it looked; it
-// fired nothing, and looks again a grace later.
-var ErrReconnected = errors.New("schedule: the connection reconnected during the catch-up")
-
 // DefaultGrace is how long past its slot a fire may be late before
 // CatchUp takes it for missed: the server fires a slot up to a quarter of
 // a second late, more on a loaded machine.
