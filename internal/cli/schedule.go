@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/registry"
 	"github.com/lovia-fleet/lovia/pkg/schedule"
 )
 
@@ -69,7 +71,7 @@ func runSchedule(ctx context.Context, env *Env, args []string) int {
 	if err != nil {
 		return usageErr(env, fs, err.Error())
 	}
-	m, err := schedule.New(schedule.Config{JS: js, Prefix: nf.prefix})
+	m, err := schedule.New(schedule.Config{JS: js, Prefix: nf.prefix, CheckAgent: scheduleAgentCheck(js, names)})
 	if err != nil {
 		return usageErr(env, fs, err.Error())
 	}
@@ -120,6 +122,37 @@ func runSchedule(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintf(env.Stdout, "schedule %s resumed: %s\n", s.Name, scheduleWhen(s))
 	}
 	return ExitOK
+}
+
+// scheduleAgentCheck refuses, as a submit does (UnknownAgent, with the
+// same hint), a schedule for an agent that no live worker serves, no
+// worker served before (its runs would wait for one that serves it again)
+// and the agents registry does not hold. When the fleet cannot be read at
+// all it lets the schedule through.
+func scheduleAgentCheck(js jetstream.JetStream, names bus.Names) func(context.Context, string) error {
+	return func(ctx context.Context, agent string) error {
+		served := servedBy(ctx, js, names)
+		if served[agent] > 0 {
+			return nil
+		}
+		consumers, cerr := bus.AgentConsumers(ctx, js, names)
+		if slices.Contains(consumers, agent) {
+			return nil
+		}
+		if reg, err := registry.Ensure(ctx, js, names, 0); err == nil {
+			if _, err := reg.Get(ctx, agent); err == nil {
+				return nil
+			}
+		}
+		if served == nil && cerr != nil {
+			return nil
+		}
+		live := make([]string, 0, len(served))
+		for a := range served {
+			live = append(live, a)
+		}
+		return bus.UnknownAgentError(agent, live)
+	}
 }
 
 // scheduleWhen is when a schedule fires, for people.

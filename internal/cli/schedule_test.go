@@ -12,6 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/catalog"
+	"github.com/lovia-fleet/lovia/pkg/loop"
+	"github.com/lovia-fleet/lovia/pkg/registry"
 )
 
 // lovia schedule add / ls / pause / resume / rm, with the errors a user
@@ -53,6 +56,20 @@ func TestScheduleCommands(t *testing.T) {
 	_, err = bus.Provision(pctx, js, bus.ProvisionConfig{})
 	require.NoError(t, err)
 
+	// An agent nothing serves, served or holds is refused as a submit
+	// of it is.
+	_, errs, code = lovia("schedule", "add", "standup", "--agent", "dmeo", "--input", "hi", "--every", "1h")
+	require.Equal(t, ExitFailure, code)
+	require.Contains(t, errs, `UnknownAgent: unknown agent "dmeo"`)
+	require.Contains(t, errs, "no worker of the fleet serves any agent yet: start a worker (lovia worker --agents FILE) whose agents file defines it")
+	_, errs, code = lovia("schedule", "ls")
+	require.Equal(t, ExitOK, code, errs)
+
+	// One the agents registry holds is known: its fires wait for a worker.
+	reg, err := registry.Ensure(pctx, js, bus.Names{}, 0)
+	require.NoError(t, err)
+	_, err = reg.Apply(pctx, []catalog.Spec{{Name: "support", Model: "scripted", Script: []catalog.ScriptStep{{Text: "ok"}}}}, false, catalog.Options{Registry: &loop.Registry{}})
+	require.NoError(t, err)
 	out, errs, code := lovia("schedule", "add", "standup", "--agent", "support", "--input", "Summarise yesterday", "--cron", "0 30 9 * * 1-5", "--tz", "Europe/Paris")
 	require.Equal(t, ExitOK, code, errs)
 	require.Contains(t, out, "schedule standup added: cron 0 30 9 * * 1-5 (Europe/Paris) runs support")

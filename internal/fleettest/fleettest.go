@@ -5,9 +5,12 @@ package fleettest
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -146,6 +149,56 @@ func (f *Fleet) RestartServer(down time.Duration) {
 	}
 	time.Sleep(down)
 	f.startServer()
+}
+
+// CrashServer stops the NATS server as a kill -9 would: the server it
+// starts again, on the same port, after down, opens a copy of the store
+// taken while the old one ran (what a crash leaves on disk, without the
+// state files a clean shutdown writes); the fleet's connections reconnect.
+func (f *Fleet) CrashServer(down time.Duration) {
+	f.T.Helper()
+	crashed := f.T.TempDir()
+	if err := copyLive(crashed, f.storeDir); err != nil {
+		f.T.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := f.Server.Shutdown(ctx); err != nil {
+		f.T.Fatal(err)
+	}
+	time.Sleep(down)
+	f.storeDir = crashed
+	f.startServer()
+}
+
+// copyLive copies the directory tree src, which a running server writes,
+// to dst: a file that goes while it copies is skipped, as a crash would
+// find it gone.
+func copyLive(dst, src string) error {
+	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(to, 0o755)
+		}
+		b, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(to, b, 0o644)
+	})
 }
 
 // Connect opens a connection closed at cleanup. It reconnects for ever,

@@ -2,7 +2,9 @@ package bus
 
 import (
 	"errors"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 )
@@ -129,4 +131,17 @@ func DecodeReply(h nats.Header, body []byte, v Control) error {
 	}
 	_, err := DecodeControl(h, body, v)
 	return err
+}
+
+// UnknownAgentError is the UnknownAgent reply for agent, which no worker
+// of the fleet serves or served: its hint names the agents known (sorted,
+// without repeats), or says no worker serves any yet. A submit and a
+// schedule add refuse with it alike.
+func UnknownAgentError(agent string, known []string) *APIError {
+	known = slices.Compact(slices.Sorted(slices.Values(known)))
+	hint := "no worker of the fleet serves any agent yet: start a worker (lovia worker --agents FILE) whose agents file defines it"
+	if len(known) > 0 {
+		hint = "use one of the agents the fleet serves: " + strings.Join(known, ", ") + "; or start a worker whose agents file defines " + agent
+	}
+	return &APIError{Type: TypeUnknownAgent, Message: "unknown agent " + strconv.Quote(agent), Hint: hint}
 }

@@ -247,6 +247,11 @@ func Build(f File, opts Options) (*Catalog, error) {
 			a.Handoffs = append(a.Handoffs, loop.HandoffTo(t.Agent))
 		}
 	}
+	for _, n := range c.names {
+		if err := checkScript(c.agents[n]); err != nil {
+			errs = append(errs, fmt.Errorf("agent %q: %w", n, err))
+		}
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -273,7 +278,7 @@ func build(s Spec, visible []string, opts Options) (*Agent, error) {
 		if err != nil {
 			return nil, err
 		}
-		a.Provider = scripted.New(steps)
+		a.Provider = scripted.New(steps, scripted.ForAgent(s.Name))
 	default:
 		if len(s.Script) > 0 {
 			return nil, fmt.Errorf("script is only for model scripted, not %q", s.Model)

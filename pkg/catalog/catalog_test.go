@@ -112,3 +112,48 @@ func TestAgentInfos(t *testing.T) {
 	require.True(t, strings.HasSuffix(got, "…(cut)"))
 	require.Equal(t, "short", capText("short", bus.MaxAgentInstructions))
 }
+
+// TestScriptCallsOnlyItsTools: a scripted step calling a tool the agent
+// does not have is refused at start-up, naming the step, the tool and the
+// agent's tools; its own tools, plugin tools, handoffs and MCP patterns
+// are fine, and a raw_call (a model sending what it should not) is not
+// checked.
+func TestScriptCallsOnlyItsTools(t *testing.T) {
+	t.Parallel()
+	_, err := Parse([]byte(`
+agents:
+  - name: billing
+    model: scripted
+    script:
+      - call: {name: echo, args: {text: hi}, id: c1}
+      - text: done
+`), opts(t))
+	require.ErrorContains(t, err, `agent "billing": script[0] calls tool "echo", which the agent does not have (its tools: none): add it to `+"`tools:`")
+	_, err = Parse([]byte(`
+agents:
+  - name: a
+    model: scripted
+    tools: [time_now]
+    script:
+      - calls: [{name: time_now}, {name: calculator, args: {expression: "1+1"}}]
+`), opts(t))
+	require.ErrorContains(t, err, `script[0] calls tool "calculator", which the agent does not have (its tools: time_now)`)
+
+	_, err = Parse([]byte(`
+agents:
+  - name: a
+    model: scripted
+    tools: [echo]
+    handoffs: [b]
+    plugins: {todo: {}}
+    script:
+      - call: {name: echo, args: {text: hi}}
+      - call: {name: todo_write, args: {todos: []}}
+      - raw_call: {name: no_such_tool, arguments: "{"}
+      - call: {name: transfer_to_b}
+  - name: b
+    model: scripted
+    script: [{text: b}]
+`), opts(t))
+	require.NoError(t, err)
+}

@@ -123,6 +123,12 @@ func selectTools(s Spec, visible []string, opts Options) (*selection, error) {
 		case opts.Services != nil && opts.Services.Has(server):
 			src, kind = opts.Services, "tool service"
 		case opts.Services != nil:
+			// A typo of a declared MCP server is not a tool service that
+			// is not up yet: every run of the agent would fail.
+			if near := nearest(server, visible); near != "" {
+				return nil, fmt.Errorf("unknown tool %q: %q is not an MCP server of the agents file (declared: %s) nor a running tool service; did you mean %s%s%s? (if %q is a tool service, start it before the worker)",
+					n, server, strings.Join(visible, ", "), near, mcp.Separator, strings.SplitN(n, mcp.Separator, 2)[1], server)
+			}
 			// Not running yet: each run checks that it is (a clear
 			// error at its start otherwise).
 			src, deferred = opts.Services, true
@@ -151,7 +157,11 @@ func selectTools(s Spec, visible []string, opts Options) (*selection, error) {
 			if isGlob(n) {
 				what = "no tool matches"
 			}
-			return nil, fmt.Errorf("%s %q (%s %q has: %s)", what, n, kind, server, strings.Join(names(ts), ", "))
+			err := fmt.Errorf("%s %q (%s %q has: %s)", what, n, kind, server, strings.Join(names(ts), ", "))
+			if near := nearest(n, names(ts)); near != "" && !isGlob(n) {
+				err = fmt.Errorf("%w; did you mean %s?", err, near)
+			}
+			return nil, err
 		}
 	}
 	return sel, nil
@@ -165,7 +175,11 @@ func unknownRemote(n, server string, visible []string, services bool) error {
 	if services {
 		return fmt.Errorf("unknown tool %q: %q is neither an MCP server of the agents file (%s) nor a running tool service (start the service before the worker)", n, server, declared)
 	}
-	return fmt.Errorf("unknown tool %q: no MCP server %q is declared (%s)", n, server, declared)
+	err := fmt.Errorf("unknown tool %q: no MCP server %q is declared (%s)", n, server, declared)
+	if near := nearest(server, visible); near != "" {
+		err = fmt.Errorf("%w; did you mean %s%s%s?", err, near, mcp.Separator, strings.SplitN(n, mcp.Separator, 2)[1])
+	}
+	return err
 }
 
 func unknownTool(n string, visible []string, builtin tools.Set) error {
@@ -174,6 +188,58 @@ func unknownTool(n string, visible []string, builtin tools.Set) error {
 		msg += "; MCP tools are named <server>__<tool>, from servers " + strings.Join(visible, ", ")
 	}
 	return errors.New(msg + ")")
+}
+
+// nearest returns the declared server name that name looks like a typo
+// of: a few letters apart, or an abbreviation of it (its letters in
+// order, the first the same); "" when none is.
+func nearest(name string, declared []string) string {
+	best, bestD := "", 0
+	for _, d := range declared {
+		if d == name || name == "" || d == "" {
+			continue
+		}
+		dist := editDistance(strings.ToLower(name), strings.ToLower(d))
+		limit := max(1, min(len(name), len(d))/3)
+		if dist > limit && !(name[0] == d[0] && isSubsequence(name, d) && len(name) >= 3) {
+			continue
+		}
+		if best == "" || dist < bestD {
+			best, bestD = d, dist
+		}
+	}
+	return best
+}
+
+func isSubsequence(short, long string) bool {
+	i := 0
+	for j := 0; i < len(short) && j < len(long); j++ {
+		if short[i] == long[j] {
+			i++
+		}
+	}
+	return i == len(short)
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 func isGlob(p string) bool { return strings.ContainsAny(p, "*?[") }

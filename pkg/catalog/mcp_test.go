@@ -157,6 +157,8 @@ agents:
 			"an undeclared server":                      {"[github__issues]", `no MCP server "github" is declared (declared: everything)`},
 			"another agent's server":                    {"[mine__echo]", `no MCP server "mine" is declared`},
 			"a glob on built-ins":                       {"['ec*']", "patterns select MCP tools only"},
+			"a typo of a tool of the server":            {"[everything__ecko]", `has: everything__echo,`},
+			"a typo of a declared server":               {"[evrything__echo]", `no MCP server "evrything" is declared (declared: everything); did you mean everything__echo?`},
 		} {
 			t.Run(name, func(t *testing.T) {
 				f := decode(t, "mcp_servers: {everything: {command: everything}}\nagents:\n  - {name: a, model: scripted, tools: "+tc.tools+", script: [{text: x}]}\n  - {name: b, model: scripted, mcp_servers: {mine: {command: everything}}, script: [{text: x}]}\n")
@@ -164,8 +166,26 @@ agents:
 				require.ErrorContains(t, err, tc.want)
 			})
 		}
+		_, err := Build(decode(t, "mcp_servers: {everything: {command: everything}}\nagents:\n  - {name: a, model: scripted, tools: [everything__ecko], script: [{text: x}]}\n"), o)
+		require.ErrorContains(t, err, "did you mean everything__echo?", "a tool a letter off one of the server's")
+
+		// With tool services in the fleet, a name whose prefix is neither
+		// a declared server nor a running service may be a service that
+		// is not up yet, unless it looks like a declared server.
+		withServices := o
+		withServices.Services, _ = startService(t)
+		for tools, want := range map[string]string{
+			"[evrything__echo]": `"evrything" is not an MCP server of the agents file (declared: everything) nor a running tool service; did you mean everything__echo?`,
+			"[every__echo]":     `did you mean everything__echo?`,
+		} {
+			_, err := Build(decode(t, "mcp_servers: {everything: {command: everything}}\nagents:\n  - {name: a, model: scripted, tools: "+tools+", script: [{text: x}]}\n"), withServices)
+			require.ErrorContains(t, err, want, tools)
+		}
+		_, err = Build(decode(t, "mcp_servers: {everything: {command: everything}}\nagents:\n  - {name: a, model: scripted, tools: [mathsvc__add, laterservice__x], script: [{text: x}]}\n"), withServices)
+		require.NoError(t, err, "a running tool service, and one not up yet that looks like no declared server")
+
 		f := decode(t, "mcp_servers: {everything: {command: everything}}\nagents:\n  - {name: a, model: scripted, tools: [everything__echo], approval: [everything__get-sum], script: [{text: x}]}\n")
-		_, err := Build(f, o)
+		_, err = Build(f, o)
 		require.ErrorContains(t, err, `approval names "everything__get-sum", which is not among the agent's tools`)
 	})
 }

@@ -59,14 +59,17 @@ type ScriptStep struct {
 	Finish    string       `yaml:"finish" json:"finish,omitempty"`
 }
 
-// ScriptCall is a scripted tool call with JSON-encodable arguments.
+// ScriptCall is a scripted tool call with JSON-encodable arguments. Its
+// tool must be one the agent has (Build refuses the file otherwise).
 type ScriptCall struct {
 	Name string         `yaml:"name" json:"name"`
 	Args map[string]any `yaml:"args" json:"args,omitempty"`
 	ID   string         `yaml:"id" json:"id,omitempty"`
 }
 
-// RawCall is a scripted tool call with literal argument text.
+// RawCall is a scripted tool call with literal argument text. Its name is
+// not checked against the agent's tools: it plays a model that calls what
+// it should not, or a tool that Go code gives the agent after Build.
 type RawCall struct {
 	Name      string `yaml:"name" json:"name"`
 	Arguments string `yaml:"arguments" json:"arguments"`

@@ -190,6 +190,11 @@ type handoffSignal struct {
 	reason  string
 }
 
+// HandoffOutputPrefix starts the result of a handoff that happened:
+// "Transferred to <agent name>", then " (<reason>)" when the model gave
+// one. From the next model turn on, that agent runs.
+const HandoffOutputPrefix = "Transferred to "
+
 // HandoffToolName returns "transfer_to_<slug>" for an agent name.
 func HandoffToolName(agentName string) string { return "transfer_to_" + slug(agentName) }
 

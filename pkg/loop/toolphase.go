@@ -398,7 +398,7 @@ func (ru *run) execCall(ctx context.Context, rc *readyCall, sink func(taskItem))
 				return
 			}
 		}
-		out := "Transferred to " + sig.handoff.Agent.Name
+		out := HandoffOutputPrefix + sig.handoff.Agent.Name
 		if sig.reason != "" {
 			out += " (" + sig.reason + ")"
 		}

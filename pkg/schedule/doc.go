@@ -41,6 +41,12 @@
 // While the server is down nothing fires; when it is back, a repeating
 // schedule whose fires were missed fires once, then keeps its cadence
 // from then on (the server skips ahead): missed fires coalesce into one.
+// That holds when the server stopped cleanly; one that crashed before it
+// wrote its schedule state recomputes each schedule from its message and
+// skips the missed slot. [Manager.CatchUp] fires that slot instead, once
+// (a [Keeper] runs it as it starts, after each reconnect and every
+// minute; the API service runs one in every process): see its doc for
+// the run id and how several processes agree on one fire.
 // [Manager.Pause] replaces the schedule message by one without the
 // Nats-Schedule header (the definition stays, nothing fires);
 // [Manager.Resume] puts the schedule back, starting afresh: an @every

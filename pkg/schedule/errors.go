@@ -17,6 +17,10 @@ var (
 	ErrNotFound = errors.New("schedule: not found")
 	// ErrExists: a schedule already has that name.
 	ErrExists = errors.New("schedule: already exists")
+	// ErrReconnected: CatchUp's connection reconnected while it looked
+	// (the server may just have restarted); it fired nothing: look again
+	// a grace later.
+	ErrReconnected = errors.New("schedule: the connection reconnected during the catch-up")
 )
 
 func invalid(field, reason, hint string) error {

@@ -34,9 +34,10 @@ const DefaultTimeout = 10 * time.Second
 // one schedule from two places at once are ordered by the stream (the
 // loser of a race gets an error and may try again).
 type Manager struct {
-	js    jetstream.JetStream
-	names bus.Names
-	now   func() time.Time
+	js         jetstream.JetStream
+	names      bus.Names
+	now        func() time.Time
+	checkAgent func(ctx context.Context, agent string) error
 }
 
 // Config configures a Manager.
@@ -47,6 +48,9 @@ type Config struct {
 	Prefix string
 	// Now is the clock (default time.Now); an At must be after it.
 	Now func() time.Time
+	// CheckAgent, when set, is asked about a schedule's agent on Add: an
+	// error (the API's: UnknownAgent, as a submit) refuses the schedule.
+	CheckAgent func(ctx context.Context, agent string) error
 }
 
 // New returns a Manager. The streams must be provisioned (bus.Provision).
@@ -61,7 +65,7 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Manager{js: cfg.JS, names: names, now: cfg.Now}, nil
+	return &Manager{js: cfg.JS, names: names, now: cfg.Now, checkAgent: cfg.CheckAgent}, nil
 }
 
 // Add creates schedule s; it refuses a name in use (ErrExists). Its first
@@ -74,6 +78,11 @@ func (m *Manager) Add(ctx context.Context, s Schedule) (Schedule, error) {
 	}
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
+	if m.checkAgent != nil {
+		if err := m.checkAgent(ctx, s.Agent); err != nil {
+			return Schedule{}, err
+		}
+	}
 	msg, err := m.message(&s, false)
 	if err != nil {
 		return Schedule{}, err

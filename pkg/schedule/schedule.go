@@ -74,11 +74,8 @@ func (s *Schedule) Validate(now time.Time) error {
 	if s.Name == "" {
 		return invalid("name", "is required", nameHint)
 	}
-	if err := bus.ValidateID("name", s.Name); err != nil {
-		return invalid("name", bus.ErrorFor(err).Message, nameHint)
-	}
-	if len(s.Name) > bus.MaxScheduleNameLen {
-		return invalid("name", "longer than 100 characters", nameHint)
+	if err := bus.ValidateID("name", s.Name); err != nil || len(s.Name) > bus.MaxScheduleNameLen {
+		return invalid("name", quote(s.Name)+" is not 1–100 characters of [A-Za-z0-9_-]", nameHint)
 	}
 	if s.Agent == "" {
 		return invalid("agent", "is required", "name the agent each fire runs (--agent)")
@@ -125,9 +122,16 @@ func (s *Schedule) Validate(now time.Time) error {
 			return invalid("every", "the interval "+time.Duration(s.Every).String()+" is not whole seconds", "use whole seconds: 90s, 15m, 24h")
 		}
 	default:
+		const cronHint = "the cron expression starts with seconds: \"0 30 9 * * 1-5\" is 09:30:00 on weekdays; or use @hourly, @daily, @weekly, @monthly"
 		if !predefined[s.Cron] && len(strings.Fields(s.Cron)) != 6 {
-			return invalid("cron", quote(s.Cron)+" has "+strconv.Itoa(len(strings.Fields(s.Cron)))+" fields, want 6",
-				"the cron expression starts with seconds: \"0 30 9 * * 1-5\" is 09:30:00 on weekdays; or use @hourly, @daily, @weekly, @monthly")
+			return invalid("cron", quote(s.Cron)+" has "+strconv.Itoa(len(strings.Fields(s.Cron)))+" fields, want 6", cronHint)
+		}
+		c, err := parseCron(s.Cron, nil)
+		if err != nil {
+			return invalid("cron", quote(s.Cron)+": "+err.Error(), cronHint)
+		}
+		if _, ok := c.next(now); !ok {
+			return invalid("cron", quote(s.Cron)+" matches no time in the next five years", cronHint)
 		}
 	}
 	return nil

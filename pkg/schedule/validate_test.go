@@ -21,21 +21,24 @@ func TestValidate(t *testing.T) {
 		edit  func(*schedule.Schedule)
 		field string
 	}{
-		"no name":          {func(s *schedule.Schedule) { s.Name = "" }, "name"},
-		"dotted name":      {func(s *schedule.Schedule) { s.Name = "a.b" }, "name"},
-		"long name":        {func(s *schedule.Schedule) { s.Name = string(make([]byte, 101)) }, "name"},
-		"no agent":         {func(s *schedule.Schedule) { s.Agent = "" }, "agent"},
-		"wildcard agent":   {func(s *schedule.Schedule) { s.Agent = "a*" }, "agent"},
-		"no input":         {func(s *schedule.Schedule) { s.Input = "  " }, "input"},
-		"bad session":      {func(s *schedule.Schedule) { s.SessionID = "s 1" }, "session_id"},
-		"no when":          {func(s *schedule.Schedule) { s.Every = 0 }, "when"},
-		"two whens":        {func(s *schedule.Schedule) { s.Cron = "@daily" }, "when"},
-		"every under 1s":   {func(s *schedule.Schedule) { s.Every = schedule.Duration(500 * time.Millisecond) }, "every"},
-		"every fractional": {func(s *schedule.Schedule) { s.Every = schedule.Duration(1500 * time.Millisecond) }, "every"},
-		"at in the past":   {func(s *schedule.Schedule) { s.Every, s.At = 0, now.Add(-time.Second) }, "at"},
-		"five-field cron":  {func(s *schedule.Schedule) { s.Every, s.Cron = 0, "30 9 * * *" }, "cron"},
-		"tz without cron":  {func(s *schedule.Schedule) { s.TimeZone = "Europe/Paris" }, "time_zone"},
-		"unknown tz":       {func(s *schedule.Schedule) { s.Every, s.Cron, s.TimeZone = 0, "@daily", "Mars/Olympus" }, "time_zone"},
+		"no name":           {func(s *schedule.Schedule) { s.Name = "" }, "name"},
+		"dotted name":       {func(s *schedule.Schedule) { s.Name = "a.b" }, "name"},
+		"long name":         {func(s *schedule.Schedule) { s.Name = string(make([]byte, 101)) }, "name"},
+		"no agent":          {func(s *schedule.Schedule) { s.Agent = "" }, "agent"},
+		"wildcard agent":    {func(s *schedule.Schedule) { s.Agent = "a*" }, "agent"},
+		"no input":          {func(s *schedule.Schedule) { s.Input = "  " }, "input"},
+		"bad session":       {func(s *schedule.Schedule) { s.SessionID = "s 1" }, "session_id"},
+		"no when":           {func(s *schedule.Schedule) { s.Every = 0 }, "when"},
+		"two whens":         {func(s *schedule.Schedule) { s.Cron = "@daily" }, "when"},
+		"every under 1s":    {func(s *schedule.Schedule) { s.Every = schedule.Duration(500 * time.Millisecond) }, "every"},
+		"every fractional":  {func(s *schedule.Schedule) { s.Every = schedule.Duration(1500 * time.Millisecond) }, "every"},
+		"at in the past":    {func(s *schedule.Schedule) { s.Every, s.At = 0, now.Add(-time.Second) }, "at"},
+		"five-field cron":   {func(s *schedule.Schedule) { s.Every, s.Cron = 0, "30 9 * * *" }, "cron"},
+		"cron out of range": {func(s *schedule.Schedule) { s.Every, s.Cron = 0, "0 99 * * * *" }, "cron"},
+		"cron never":        {func(s *schedule.Schedule) { s.Every, s.Cron = 0, "0 0 0 31 2 *" }, "cron"},
+		"cron bad name":     {func(s *schedule.Schedule) { s.Every, s.Cron = 0, "0 0 9 * * funday" }, "cron"},
+		"tz without cron":   {func(s *schedule.Schedule) { s.TimeZone = "Europe/Paris" }, "time_zone"},
+		"unknown tz":        {func(s *schedule.Schedule) { s.Every, s.Cron, s.TimeZone = 0, "@daily", "Mars/Olympus" }, "time_zone"},
 	} {
 		s := ok
 		tc.edit(&s)
@@ -45,6 +48,9 @@ func TestValidate(t *testing.T) {
 		require.Equal(t, bus.TypeInvalidRequest, info.Type, name)
 		require.Contains(t, info.Message, tc.field, name)
 		require.NotEmpty(t, info.Hint, name)
+		if tc.field == "name" {
+			require.NotContains(t, info.Message, "128", "%s: a schedule name is at most 100 characters", name)
+		}
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -61,13 +60,23 @@ func (a *API) checkAgent(ctx context.Context, agent string) error {
 	if a.cfg.Catalog != nil {
 		live = append(live, a.cfg.Catalog.Names()...)
 	}
-	sort.Strings(live)
-	live = slices.Compact(live)
-	hint := "no worker of the fleet serves any agent yet: start a worker (lovia worker --agents FILE) whose agents file defines it"
-	if len(live) > 0 {
-		hint = "use one of the agents the fleet serves: " + strings.Join(live, ", ") + "; or start a worker whose agents file defines " + agent
+	return bus.UnknownAgentError(agent, live)
+}
+
+// checkScheduleAgent is checkAgent for a schedule's agent, which the
+// agents registry may hold too (its fires wait, queued, for a worker
+// serving the registry).
+func (a *API) checkScheduleAgent(ctx context.Context, agent string) error {
+	err := a.checkAgent(ctx, agent)
+	if err == nil {
+		return nil
 	}
-	return &bus.APIError{Type: bus.TypeUnknownAgent, Message: fmt.Sprintf("unknown agent %q", agent), Hint: hint}
+	if reg, rerr := a.agentsRegistry(ctx); rerr == nil {
+		if _, gerr := reg.Get(ctx, agent); gerr == nil {
+			return nil
+		}
+	}
+	return err
 }
 
 // waiting says why a queued run of agent is not running, when no live

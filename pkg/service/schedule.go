@@ -88,9 +88,35 @@ func (s *Service) scheduleEndpoints(add func(name, subject string, h func(contex
 	}
 }
 
+// startKeeper starts the schedule Keeper, which fires a slot the NATS
+// server missed after a crash (every API instance runs one: the slot
+// fires once).
+func (s *Service) startKeeper(ctx context.Context) {
+	m, err := s.api.schedules()
+	if err == nil {
+		s.keeper, err = schedule.NewKeeper(schedule.KeeperConfig{Manager: m, Logger: s.api.log})
+	}
+	if err == nil {
+		err = s.keeper.Start(ctx)
+	}
+	if err != nil {
+		s.api.log.Warn("service: the schedule keeper did not start", "err", err)
+		s.keeper = nil
+	}
+}
+
+func (s *Service) stopKeeper(ctx context.Context) error {
+	if s.keeper == nil {
+		return nil
+	}
+	err := s.keeper.Stop(ctx)
+	s.keeper = nil
+	return err
+}
+
 // schedules returns a Manager on the API's connection.
 func (a *API) schedules() (*schedule.Manager, error) {
-	return schedule.New(schedule.Config{JS: a.js, Prefix: a.names.Prefix()})
+	return schedule.New(schedule.Config{JS: a.js, Prefix: a.names.Prefix(), CheckAgent: a.checkScheduleAgent})
 }
 
 // Schedules returns a schedule Manager on the API's connection and prefix

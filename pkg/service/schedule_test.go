@@ -33,13 +33,20 @@ func TestScheduleEndpoints(t *testing.T) {
 		return msg, &er
 	}
 
-	msg, er := call(bus.OpScheduleAdd, `{"name":"daily","agent":"demo","input":"hi","cron":"0 0 8 * * *","time_zone":"Europe/Paris"}`)
+	// An agent the fleet does not know is refused as a submit is.
+	_, er := call(bus.OpScheduleAdd, `{"name":"daily","agent":"oracel","input":"hi","every":"1m"}`)
+	require.NotNil(t, er)
+	require.Equal(t, bus.TypeUnknownAgent, er.Error.Type)
+	require.Equal(t, `unknown agent "oracel"`, er.Error.Message)
+	require.Equal(t, "use one of the agents the fleet serves: oracle; or start a worker whose agents file defines oracel", er.Error.Hint)
+
+	msg, er := call(bus.OpScheduleAdd, `{"name":"daily","agent":"oracle","input":"hi","cron":"0 0 8 * * *","time_zone":"Europe/Paris"}`)
 	require.Nil(t, er)
 	var got schedule.Schedule
 	require.NoError(t, json.Unmarshal(msg.Data, &got))
 	require.Equal(t, "0 0 8 * * *", got.Cron)
 
-	_, er = call(bus.OpScheduleAdd, `{"name":"tick","agent":"demo","input":"hi","every":"1m"}`)
+	_, er = call(bus.OpScheduleAdd, `{"name":"tick","agent":"oracle","input":"hi","every":"1m"}`)
 	require.Nil(t, er)
 	msg, er = call(bus.OpSchedulePause, `{"name":"tick"}`)
 	require.Nil(t, er)

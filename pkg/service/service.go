@@ -13,6 +13,7 @@ import (
 
 	"github.com/lovia-fleet/lovia/internal/gopool"
 	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/schedule"
 )
 
 // Version is the service version reported to `nats micro`.
@@ -41,6 +42,8 @@ type Service struct {
 	queues map[string]*runQueue
 	// serving, when set (by tests), is called as each request starts.
 	serving func(subject string)
+	// keeper fires the schedule slots a crashed server missed (schedule.go).
+	keeper *schedule.Keeper
 }
 
 // New builds a Service; Start registers it.
@@ -120,6 +123,7 @@ func (s *Service) Start(ctx context.Context) error {
 		return err
 	}
 	s.svc = svc
+	s.startKeeper(ctx)
 	return nil
 }
 
@@ -131,7 +135,7 @@ func (s *Service) Stop(ctx context.Context) error {
 	if s.svc == nil {
 		return s.api.stopIndex(ctx)
 	}
-	err := s.svc.Stop()
+	err := errors.Join(s.svc.Stop(), s.stopKeeper(ctx))
 	s.svc = nil
 	if derr := s.drain(ctx); derr != nil {
 		err = errors.Join(err, derr) // the pool's goroutines end when idle

@@ -78,6 +78,14 @@ func NativeJSONSchema() Option { return func(p *Provider) { p.native = true } }
 // (benchmarks: recording costs O(transcript) per call).
 func NoRecording() Option { return func(p *Provider) { p.noRecord = true } }
 
+// ForAgent makes the provider play agent's own script, whatever other
+// agents took part in the run: the step of a call is the number of model
+// turns agent made in the transcript (AgentTurns), so an agent reached by
+// a handoff starts at its first step and one handed back to continues at
+// its next, and a resumed run, whose transcript is the same, continues at
+// the same step.
+func ForAgent(agent string) Option { return func(p *Provider) { p.agent = agent } }
+
 // WithName sets the provider name (default "scripted").
 func WithName(n string) Option { return func(p *Provider) { p.name = n } }
 
@@ -88,6 +96,7 @@ type Provider struct {
 	native     bool
 	name       string
 	noRecord   bool
+	agent      string
 
 	mu       sync.Mutex
 	next     int
@@ -189,6 +198,77 @@ func ModelTurns(entries []loop.Entry) int {
 	return n
 }
 
+// AgentTurns counts the model turns agent made in entries, for a call
+// made to agent now (its tools are tools). A successful handoff's result
+// (loop.HandoffOutputPrefix + name) makes the turns after it that
+// agent's. The turns before the first handoff are the run's first
+// agent's, which the transcript does not name: they count as agent's when
+// agent has every tool called in them. When the last handoff was to
+// another agent, agent runs now because a new run of the session began
+// with it: the turns after the last user input are agent's.
+func AgentTurns(entries []loop.Entry, agent string, tools []loop.ToolSchema) int {
+	type turn struct {
+		owner string // "" before the first handoff
+		at    int
+	}
+	var (
+		turns      []turn
+		owner      string
+		handedOff  bool
+		lastHand   = -1
+		firstCalls []string
+		in         bool
+	)
+	for i := range entries {
+		e := &entries[i]
+		switch e.Kind {
+		case loop.KindAssistantText, loop.KindReasoning, loop.KindToolCall:
+			if !in {
+				turns = append(turns, turn{owner: owner, at: i})
+				in = true
+			}
+			if e.Kind == loop.KindToolCall && !handedOff {
+				firstCalls = append(firstCalls, e.Name)
+			}
+			continue
+		case loop.KindToolResult:
+			if rest, ok := strings.CutPrefix(e.Output, loop.HandoffOutputPrefix); ok && !e.IsError {
+				name, _, _ := strings.Cut(rest, " ")
+				owner, handedOff, lastHand = name, true, i
+			}
+		}
+		in = false
+	}
+	firstMine := true
+	if handedOff {
+		have := make(map[string]bool, len(tools))
+		for _, t := range tools {
+			have[t.Name] = true
+		}
+		for _, c := range firstCalls {
+			if !have[c] {
+				firstMine = false
+			}
+		}
+	}
+	newRun := len(entries)
+	if handedOff && owner != agent {
+		for i := len(entries) - 1; i > lastHand; i-- {
+			if entries[i].Kind == loop.KindInput && entries[i].Role == loop.RoleUser {
+				newRun = i
+				break
+			}
+		}
+	}
+	n := 0
+	for _, t := range turns {
+		if t.at > newRun || t.owner == agent || (t.owner == "" && firstMine) {
+			n++
+		}
+	}
+	return n
+}
+
 // ErrExhausted is returned when the script has no step for a call.
 var ErrExhausted = errors.New("scripted: script exhausted")
 
@@ -200,7 +280,11 @@ func (p *Provider) Stream(ctx context.Context, req *loop.ModelRequest, emit func
 		p.record(req)
 	}
 	idx := p.next
-	if !p.sequential {
+	switch {
+	case p.sequential:
+	case p.agent != "":
+		idx = AgentTurns(req.Entries, p.agent, req.Tools)
+	default:
 		idx = ModelTurns(req.Entries)
 	}
 	if idx >= len(p.steps) {

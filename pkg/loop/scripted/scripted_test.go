@@ -63,3 +63,58 @@ func TestRecordedRequestsAreBounded(t *testing.T) {
 		require.Equal(t, strconv.Itoa(500+i), n, "the %dth kept request", i)
 	}
 }
+
+// TestAgentTurns: each agent of a run plays its own script. The turns
+// after a handoff are its target's; the turns before the first are the
+// first agent's (the one that has the tools they called); after a handoff
+// away, a new user input (the session's next run) starts the turns of the
+// agent called now.
+func TestAgentTurns(t *testing.T) {
+	t.Parallel()
+	call := func(id, name string) loop.Entry {
+		return loop.Entry{Kind: loop.KindToolCall, CallID: id, Name: name, Arguments: "{}"}
+	}
+	result := func(id, out string) loop.Entry { return loop.Entry{Kind: loop.KindToolResult, CallID: id, Output: out} }
+	text := func(s string) loop.Entry { return loop.Entry{Kind: loop.KindAssistantText, Text: s} }
+	triageTools := []loop.ToolSchema{{Name: "echo"}, {Name: "transfer_to_specialist"}}
+	specialistTools := []loop.ToolSchema{{Name: "sleep"}, {Name: "transfer_to_triage"}}
+
+	start := []loop.Entry{loop.SystemText("sys"), loop.UserText("help")}
+	handedOff := append(append([]loop.Entry(nil), start...),
+		call("e1", "echo"), result("e1", "hi"),
+		call("h1", "transfer_to_specialist"), result("h1", "Transferred to specialist (billing question)"))
+	midSpecialist := append(append([]loop.Entry(nil), handedOff...), call("s1", "sleep"), result("s1", "slept"))
+	handedBack := append(append([]loop.Entry(nil), midSpecialist...), call("h2", "transfer_to_triage"), result("h2", "Transferred to triage"))
+	nextRun := append(append([]loop.Entry(nil), handedOff...), text("specialist done"), loop.UserText("again"))
+	refused := append(append([]loop.Entry(nil), start...), call("h1", "transfer_to_specialist"),
+		loop.Entry{Kind: loop.KindToolResult, CallID: "h1", Output: "Transferred to specialist", IsError: true})
+
+	for name, tc := range map[string]struct {
+		entries []loop.Entry
+		agent   string
+		tools   []loop.ToolSchema
+		want    int
+	}{
+		"the first agent's first turn":               {start, "triage", triageTools, 0},
+		"the target starts at its own first step":    {handedOff, "specialist", specialistTools, 0},
+		"the target resumed mid-script":              {midSpecialist, "specialist", specialistTools, 1},
+		"handed back, the first agent continues":     {handedBack, "triage", triageTools, 2},
+		"the target handed back to again":            {append(handedBack, text("t")), "specialist", specialistTools, 2},
+		"a new run of the session with the first":    {append(nextRun, text("triage again")), "triage", triageTools, 3},
+		"a handoff that failed hands nothing":        {refused, "triage", triageTools, 1},
+		"without handoffs every turn is the agent's": {append(append([]loop.Entry(nil), start...), text("a"), loop.UserText("b"), text("c")), "solo", nil, 2},
+	} {
+		require.Equal(t, tc.want, scripted.AgentTurns(tc.entries, tc.agent, tc.tools), name)
+	}
+
+	// The provider plays the step AgentTurns names.
+	p := scripted.New([]scripted.Step{scripted.Text("first"), scripted.Text("second")}, scripted.ForAgent("specialist"))
+	var got string
+	require.NoError(t, p.Stream(context.Background(), &loop.ModelRequest{Entries: handedOff, Tools: specialistTools}, func(d loop.Delta) error {
+		if d.Kind == loop.DeltaText {
+			got += d.Text
+		}
+		return nil
+	}))
+	require.Equal(t, "first", got)
+}

@@ -98,7 +98,7 @@ func TestMemory(t *testing.T) {
 					scripted.CallTool(memory.RememberTool, map[string]string{"text": "Prefers tea over coffee."}, "m1"),
 					scripted.Text("Noted."),
 				}, "I like tea", loop.WithSession(sess, "s1"), loop.WithCheckpoint(cp, "r1"))
-				id := memory.NoteID("r1", "Prefers tea over coffee.")
+				id := memory.NoteID("Prefers tea over coffee.")
 				require.Equal(t, []string{"Remembered (id " + id + ")."}, toolOutputs(res.Entries))
 				require.NotContains(t, first.Requests()[0].Entries[0].Content, "Prefers tea", "no notes yet at the first run's start")
 				require.Contains(t, first.Requests()[0].Entries[0].Content, "You have a memory: remember(text)")
@@ -165,7 +165,7 @@ func TestMemory(t *testing.T) {
 				for _, r := range recs {
 					kinds = append(kinds, string(r.Kind)+":"+r.ID)
 				}
-				require.ElementsMatch(t, []string{"note:" + memory.NoteID("r9", "Lives in Lyon."), "archive:r9"}, kinds)
+				require.ElementsMatch(t, []string{"note:" + memory.NoteID("Lives in Lyon."), "archive:r9"}, kinds)
 				notes, err := st1.List(context.Background(), "session:s9", memory.KindNote)
 				require.NoError(t, err)
 				require.Len(t, notes, 1, "List filters by kind")

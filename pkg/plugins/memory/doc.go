@@ -18,11 +18,11 @@
 // at run start ([Plugin.Instructions]). When a run completes, the plugin
 // archives it (its last input and its output) for recall.
 //
-// Writes are upserts under ids derived from the run id: a note's id is a
-// digest of the run id and its text, a run's archive is keyed by its run
-// id. A run resumed on another worker that re-executes a remember call, or
-// a replayed run that completes again, rewrites the same record instead of
-// adding a second.
+// A note's id is a digest of its text (case, spacing and a final period
+// aside: [NoteID]), created once: concurrent runs of one user remembering
+// the same fact, or a run resumed on another worker that re-executes a
+// remember call, write one note. A run's archive is an upsert keyed by its
+// run id, so a replayed run that completes again rewrites it.
 //
 // # Curation
 //

@@ -89,7 +89,7 @@ func (p *Plugin) rewrite(ctx context.Context, rc *loop.RunContext, scope string)
 	keep := map[string]bool{}
 	for i, t := range texts {
 		// Distinct times keep the rewrite's order in the prompt.
-		r := Record{ID: NoteID(rc.RunID, t), Kind: KindNote, Text: t, RunID: rc.RunID, CreatedAt: now.Add(time.Duration(i) * time.Microsecond)}
+		r := Record{ID: NoteID(t), Kind: KindNote, Text: t, RunID: rc.RunID, CreatedAt: now.Add(time.Duration(i) * time.Microsecond)}
 		if err := p.cfg.Store.Put(ctx, scope, r); err != nil {
 			return fail("note not written", "error", err)
 		}

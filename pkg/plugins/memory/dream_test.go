@@ -84,10 +84,10 @@ func TestDream(t *testing.T) {
 				// The rewrite replaced the notes (the ones it kept keep their
 				// ids); the note it dropped is retired, not lost.
 				require.Equal(t, map[string]string{
-					memory.NoteID("r2", "Likes tea a lot."): "Likes tea a lot.",
-					memory.NoteID("r2", "Lives in Lyon."):   "Lives in Lyon.",
+					memory.NoteID("Likes tea a lot."): "Likes tea a lot.",
+					memory.NoteID("Lives in Lyon."):   "Lives in Lyon.",
 				}, records(t, st2, memory.KindNote))
-				require.Equal(t, map[string]string{memory.NoteID("r1", "Likes tea."): "Likes tea."}, records(t, st2, memory.KindRetired))
+				require.Equal(t, map[string]string{memory.NoteID("Likes tea."): "Likes tea."}, records(t, st2, memory.KindRetired))
 				require.Equal(t, map[string]string{"1": "rewrote 3 notes into 2 (1 retired)"}, records(t, st2, memory.KindDream))
 
 				// The next run, on another worker, sees the rewrite in its
@@ -98,7 +98,7 @@ func TestDream(t *testing.T) {
 					scripted.CallTool(memory.RecallTool, map[string]string{"query": "tea"}, "q1"),
 					scripted.Text("ok"),
 				}, "tea?", loop.WithSession(loop.NewMemorySession(), "s1"), loop.WithCheckpoint(loop.NewMemoryCheckpointer(), "r3"))
-				require.Contains(t, next.Requests()[0].Entries[0].Content, "Your notes, oldest first:\n- ["+memory.NoteID("r2", "Likes tea a lot.")+"] Likes tea a lot.\n- ["+memory.NoteID("r2", "Lives in Lyon.")+"] Lives in Lyon.")
+				require.Contains(t, next.Requests()[0].Entries[0].Content, "Your notes, oldest first:\n- ["+memory.NoteID("Likes tea a lot.")+"] Likes tea a lot.\n- ["+memory.NoteID("Lives in Lyon.")+"] Lives in Lyon.")
 				require.NotContains(t, next.Requests()[0].Entries[0].Content, "] Likes tea.\n")
 				require.Contains(t, toolOutputs(res.Entries)[0], "(retired, 2026-01-02) Likes tea.")
 				require.Equal(t, 1, dreamer.Calls(), "three archived runs: still epoch 1")
@@ -168,7 +168,7 @@ func TestRememberTheSameTwiceKeepsOneNote(t *testing.T) {
 	w := newWorker(t, st, memory.BySession)
 	_, res := w.run(t, []scripted.Step{scripted.CallTool(memory.RememberTool, map[string]string{"text": "Likes tea."}, "m1"), scripted.Text("ok")},
 		"hi", loop.WithSession(loop.NewMemorySession(), "s1"), loop.WithCheckpoint(loop.NewMemoryCheckpointer(), "r1"))
-	id := memory.NoteID("r1", "Likes tea.")
+	id := memory.NoteID("Likes tea.")
 	require.Equal(t, []string{"Remembered (id " + id + ")."}, toolOutputs(res.Entries))
 	_, res = w.run(t, []scripted.Step{scripted.CallTool(memory.RememberTool, map[string]string{"text": "likes  TEA"}, "m1"), scripted.Text("ok")},
 		"hi", loop.WithSession(loop.NewMemorySession(), "s1"), loop.WithCheckpoint(loop.NewMemoryCheckpointer(), "r2"))

@@ -37,5 +37,5 @@ func Example() {
 	fmt.Println(system[strings.Index(system, "Your notes"):])
 	// Output:
 	// Your notes, oldest first:
-	// - [1fcf3d50d7f9] Prefers metric units.
+	// - [811c85e17d22] Prefers metric units.
 }

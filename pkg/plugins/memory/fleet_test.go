@@ -80,7 +80,7 @@ func TestMemoryAcrossWorkers(t *testing.T) {
 	require.NoError(t, err)
 	tok := memory.ScopeToken("user:u-42")
 	require.ElementsMatch(t, []string{
-		tok + ".note." + memory.NoteID(rep.RunID, "Allergic to peanuts."),
+		tok + ".note." + memory.NoteID("Allergic to peanuts."),
 		tok + ".archive." + rep.RunID,
 		tok + ".archive." + rep2.RunID,
 	}, keys)

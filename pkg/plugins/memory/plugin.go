@@ -190,10 +190,12 @@ func (p *Plugin) Instructions(ctx context.Context, rc *loop.RunContext) string {
 	return b.String()
 }
 
-// NoteID is the id of a note the run runID writes with text: the same
-// call replayed or re-executed after a resume gets the same id.
-func NoteID(runID, text string) string {
-	sum := sha256.Sum256([]byte(runID + "\x00" + text))
+// NoteID is the id of a note with text in its scope, whichever run
+// writes it: texts that say the same (see remember) have one id, so
+// concurrent runs of one user that remember the same fact write one note,
+// and a call replayed or re-executed after a resume writes no second.
+func NoteID(text string) string {
+	sum := sha256.Sum256([]byte(normNote(text)))
 	return hex.EncodeToString(sum[:6])
 }
 
@@ -218,8 +220,12 @@ func (p *Plugin) remember(ctx context.Context, rc *loop.RunContext, in rememberA
 			}
 		}
 	}
-	r := Record{ID: NoteID(rc.RunID, text), Kind: KindNote, Text: text, RunID: rc.RunID, CreatedAt: p.cfg.Now().UTC()}
-	if err := p.cfg.Store.Put(ctx, scope, r); err != nil {
+	// Of concurrent runs remembering the same (the list above showed
+	// none of them the others' note), one creates it.
+	r := Record{ID: NoteID(text), Kind: KindNote, Text: text, RunID: rc.RunID, CreatedAt: p.cfg.Now().UTC()}
+	if err := p.cfg.Store.Create(ctx, scope, r); errors.Is(err, ErrExists) {
+		return fmt.Sprintf("Already remembered (id %s).", r.ID), nil
+	} else if err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("Remembered (id %s).", r.ID), nil
@@ -227,11 +233,10 @@ func (p *Plugin) remember(ctx context.Context, rc *loop.RunContext, in rememberA
 
 // sameNote reports whether two note texts say the same: equal once
 // lower-cased, with runs of spaces collapsed and a final period dropped.
-func sameNote(a, b string) bool {
-	norm := func(s string) string {
-		return strings.TrimSuffix(strings.Join(strings.Fields(strings.ToLower(s)), " "), ".")
-	}
-	return norm(a) == norm(b)
+func sameNote(a, b string) bool { return normNote(a) == normNote(b) }
+
+func normNote(s string) string {
+	return strings.TrimSuffix(strings.Join(strings.Fields(strings.ToLower(s)), " "), ".")
 }
 
 func (p *Plugin) forget(ctx context.Context, rc *loop.RunContext, in forgetArgs) (string, error) {
@@ -239,7 +244,13 @@ func (p *Plugin) forget(ctx context.Context, rc *loop.RunContext, in forgetArgs)
 	if err != nil {
 		return "", err
 	}
-	err = p.cfg.Store.Delete(ctx, scope, KindNote, strings.TrimSpace(in.ID))
+	id := strings.TrimSpace(in.ID)
+	if id == "" || ScopeToken(id) != id {
+		// Not an id a note can have (a store key could not even hold it).
+		err = ErrNotFound
+	} else {
+		err = p.cfg.Store.Delete(ctx, scope, KindNote, id)
+	}
 	if errors.Is(err, ErrNotFound) {
 		return "", &loop.ToolError{Message: fmt.Sprintf("no note with id %q: the ids are in your notes and in recall's output", in.ID), Cause: err}
 	}

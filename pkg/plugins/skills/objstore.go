@@ -146,7 +146,9 @@ type PushReport struct {
 // Push uploads the skills of dir to the bucket, creating it with replicas
 // copies when it does not exist. dir is either one skill folder (it holds a
 // SKILL.md) or a folder of skill folders. Every SKILL.md is checked before
-// anything is written; each pushed folder then replaces the bucket's copy
+// anything is written, and that no two skills share a name (two pushed
+// folders, or a pushed one and another folder of the bucket: the index
+// would show one of them only); each pushed folder then replaces the bucket's copy
 // (files no longer in it are deleted), and other skills are left alone.
 func Push(ctx context.Context, js jetstream.JetStream, bucket, dir string, replicas int) (PushReport, error) {
 	var rep PushReport
@@ -156,6 +158,7 @@ func Push(ctx context.Context, js jetstream.JetStream, bucket, dir string, repli
 	}
 	src := Dir(root)
 	files := map[string][]string{}
+	named := map[string]string{} // skill name → folder
 	for _, f := range folders {
 		data, _, err := src.ReadFile(ctx, f, SkillFile, maxSkillFile)
 		if err != nil {
@@ -165,6 +168,10 @@ func Push(ctx context.Context, js jetstream.JetStream, bucket, dir string, repli
 		if err != nil {
 			return rep, fmt.Errorf("%s: %w", filepath.Join(root, f, SkillFile), err)
 		}
+		if prev, dup := named[s.Name]; dup {
+			return rep, fmt.Errorf("%s: %w: name %q is also the name of %s; give every skill a name of its own", filepath.Join(root, f, SkillFile), ErrBadSkill, s.Name, filepath.Join(root, prev))
+		}
+		named[s.Name] = f
 		s.Folder = f
 		rep.Skills = append(rep.Skills, s)
 		if files[f], err = src.Files(ctx, f); err != nil {
@@ -183,9 +190,19 @@ func Push(ctx context.Context, js jetstream.JetStream, bucket, dir string, repli
 	if err != nil {
 		return rep, fmt.Errorf("skills object store %s: %w", bucket, err)
 	}
-	existing, err := NewObjectStore(js, bucket).names(ctx)
+	store := NewObjectStore(js, bucket)
+	existing, err := store.names(ctx)
 	if err != nil {
 		return rep, err
+	}
+	// A skill of another folder in the bucket with a pushed name would
+	// hide one of the two from the index.
+	if have, _, err := List(ctx, store); err == nil {
+		for _, h := range have {
+			if f, ok := named[h.Name]; ok && f != h.Folder {
+				return rep, fmt.Errorf("%s: %w: name %q is already the name of folder %s in %s; rename one of them (a folder pushed under that name replaces it)", filepath.Join(root, f, SkillFile), ErrBadSkill, h.Name, h.Folder, bucket)
+			}
+		}
 	}
 	for _, f := range folders {
 		keep := map[string]bool{}

@@ -48,6 +48,35 @@ func TestObjectStore(t *testing.T) {
 		require.Contains(t, out, `no skill named "guide" (available: none)`)
 	})
 
+	t.Run("push_refuses_two_skills_of_one_name", func(t *testing.T) {
+		t.Parallel()
+		js := startJS(t)
+		// Within one push: nothing is written.
+		dir := writeSkills(t, map[string]string{
+			"a/SKILL.md": skillMD("guide", "One.", "x"),
+			"b/SKILL.md": skillMD("guide", "Two.", "y"),
+		})
+		_, err := skills.Push(ctx, js, "lovia_skills", dir, 1)
+		require.ErrorContains(t, err, `name "guide" is also the name of`)
+		folders, err := skills.NewObjectStore(js, "lovia_skills").Folders(ctx)
+		require.NoError(t, err)
+		require.Empty(t, folders, "nothing was pushed")
+
+		// Against the bucket: another folder already has the name.
+		_, err = skills.Push(ctx, js, "lovia_skills", writeSkills(t, map[string]string{"a/SKILL.md": skillMD("guide", "One.", "x")}), 1)
+		require.NoError(t, err)
+		_, err = skills.Push(ctx, js, "lovia_skills", writeSkills(t, map[string]string{"b/SKILL.md": skillMD("guide", "Two.", "y")}), 1)
+		require.ErrorContains(t, err, `name "guide" is already the name of folder a in lovia_skills`)
+		list, skipped, err := skills.List(ctx, skills.NewObjectStore(js, "lovia_skills"))
+		require.NoError(t, err)
+		require.Empty(t, skipped)
+		require.Len(t, list, 1)
+		require.Equal(t, "One.", list[0].Description)
+		// The same folder pushed again replaces itself.
+		_, err = skills.Push(ctx, js, "lovia_skills", writeSkills(t, map[string]string{"a/SKILL.md": skillMD("guide", "One, again.", "x")}), 1)
+		require.NoError(t, err)
+	})
+
 	t.Run("push_then_load_and_a_pushed_change_is_seen_by_the_next_run", func(t *testing.T) {
 		t.Parallel()
 		js := startJS(t)

@@ -235,7 +235,7 @@ func TestOnlyOwnChildrenAndAllowedAgents(t *testing.T) {
 	_, err = byName[subagents.SpawnTool].Func(ctx, rc, []byte(`{"agent":"lead","task":"x"}`))
 	require.ErrorContains(t, err, `agent "lead" cannot run as a subagent here (allowed: helper)`)
 	_, err = byName[subagents.SendTool].Func(ctx, rc, []byte(`{"run_id":"someone-else","message":"hi"}`))
-	require.ErrorContains(t, err, "someone-else is not a subagent of this run")
+	require.ErrorContains(t, err, "someone-else is not a subagent of this run: this run has started no subagents: call spawn_subagent first", "not an empty list")
 	_, err = byName[subagents.CancelTool].Func(ctx, rc, []byte(`{"run_id":"someone-else"}`))
 	require.ErrorContains(t, err, "someone-else is not a subagent of this run")
 	_, err = byName[subagents.WaitTool].Func(ctx, rc, []byte(`{}`))

@@ -121,13 +121,14 @@ func (p *holdProxy) close() {
 	p.wg.Wait()
 }
 
-// leadWithoutPlugin is leadAgent with the plugin attached by the test.
+// leadWithoutPlugin is leadAgent with the plugin attached by the test
+// (its calls are raw_calls: the file does not give the agent the tools).
 const leadWithoutPlugin = `
   - name: lead
     model: scripted
     script:
-      - call: {name: spawn_subagent, id: s1, args: {agent: helper, task: Count the files.}}
-      - call: {name: wait_subagents, id: w1, args: {}}
+      - raw_call: {name: spawn_subagent, id: s1, arguments: '{"agent": "helper", "task": "Count the files."}'}
+      - raw_call: {name: wait_subagents, id: w1, arguments: '{}'}
       - text: The helper reported.
 `
 

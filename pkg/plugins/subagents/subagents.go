@@ -410,6 +410,9 @@ func (p *Plugin) own(rc *loop.RunContext, ids []string) ([]string, error) {
 		return kids, nil
 	}
 	for _, id := range ids {
+		if !slices.Contains(kids, id) && len(kids) == 0 {
+			return nil, &loop.ToolError{Message: fmt.Sprintf("%s is not a subagent of this run: this run has started no subagents: call spawn_subagent first", id)}
+		}
 		if !slices.Contains(kids, id) {
 			return nil, &loop.ToolError{Message: fmt.Sprintf("%s is not a subagent of this run (its subagents: %s)", id, strings.Join(kids, ", "))}
 		}

@@ -134,6 +134,31 @@ func TestTodo(t *testing.T) {
 		require.Contains(t, last[len(last)-1].Content, "[ ] B\n[x] C")
 	})
 
+	t.Run("missing_status_is_pending", func(t *testing.T) {
+		t.Parallel()
+		// Models often leave status out; lovia reads it as pending.
+		model := scripted.New([]scripted.Step{
+			scripted.RawCall(todo.ToolName, `{"todos":[{"content":"Plan","status":"in_progress"},{"content":"Ship"}]}`, "c1", ""),
+			scripted.Text("ok"),
+		})
+		agent := &loop.Agent{Name: "a", Provider: model, Plugins: []loop.Plugin{todo.New()}}
+		_, res := collect(t, loop.NewRunner(loop.RunnerConfig{}).Stream(context.Background(), agent, []loop.Entry{loop.UserText("go")}))
+		var out []loop.Entry
+		for _, e := range res.Entries {
+			if e.Kind == loop.KindToolResult {
+				out = append(out, e)
+			}
+		}
+		require.Len(t, out, 1)
+		require.False(t, out[0].IsError, out[0].Output)
+		require.Equal(t, "Todo list updated (2 items):\n[>] Plan (in progress: Plan)\n[ ] Ship", out[0].Output)
+		last := model.Requests()[1].Entries
+		require.Contains(t, last[len(last)-1].Content, "[ ] Ship", "the reminder lists it as pending")
+		got, ok := todo.FromEntries(res.Entries)
+		require.True(t, ok)
+		require.Equal(t, todo.Pending, got[1].Status)
+	})
+
 	t.Run("invalid_newest_call_keeps_the_previous_list", func(t *testing.T) {
 		t.Parallel()
 		model := scripted.New([]scripted.Step{

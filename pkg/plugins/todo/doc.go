@@ -4,7 +4,7 @@
 // # The tool
 //
 // todo_write(todos) replaces the whole list. Each item has content, a
-// status (pending, in_progress or completed) and an optional active_form
+// status (pending, in_progress or completed; pending when left out) and an optional active_form
 // (the present-continuous phrasing a UI shows while the item runs). At most
 // one item may be in_progress: the first one keeps the status, later ones
 // are demoted to pending, and the output says so. The tool's output is the

@@ -25,7 +25,7 @@ const (
 // Item is one entry of the list.
 type Item struct {
 	Content    string `json:"content" desc:"What to do, in the imperative (\"Run the tests\")."`
-	Status     Status `json:"status" desc:"pending, in_progress or completed." jsonschema:"enum=pending|in_progress|completed"`
+	Status     Status `json:"status,omitempty" desc:"pending (the default), in_progress or completed." jsonschema:"enum=pending|in_progress|completed,default=pending"`
 	ActiveForm string `json:"active_form,omitempty" desc:"The same in the present continuous (\"Running the tests\"); defaults to content."`
 }
 
@@ -88,8 +88,8 @@ func (p *Plugin) InjectView(_ context.Context, rc *loop.RunContext) []loop.Entry
 }
 
 // Normalize checks a list and demotes every in_progress item after the
-// first to pending. An item without content or with an unknown status is
-// an error the model sees.
+// first to pending. An item without a status is pending; one without
+// content or with an unknown status is an error the model sees.
 func Normalize(items []Item) (Result, error) {
 	out := Result{Todos: make([]Item, 0, len(items))}
 	seenActive := false
@@ -99,6 +99,8 @@ func Normalize(items []Item) (Result, error) {
 			return Result{}, &loop.ToolError{Message: fmt.Sprintf("todos[%d] has no content: give every item a short imperative description", i)}
 		}
 		switch it.Status {
+		case "":
+			it.Status = Pending // as lovia: models often leave it out
 		case Pending, Completed:
 		case InProgress:
 			if seenActive {
