@@ -1,10 +1,15 @@
 package toolsvc
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -12,18 +17,45 @@ import (
 	"github.com/lovia-fleet/lovia/pkg/loop"
 )
 
-// dedupeKey is the bucket key of a call: the tool and the call id
-// (base64url, so any id is a valid key).
-func dedupeKey(tool, callID string) string {
-	return tool + "." + base64.RawURLEncoding.EncodeToString([]byte(callID))
+// callKey is the bucket key of a call: <service>.<tool>.<digest>, the
+// digest the base64url (unpadded) SHA-256 of the run id's length in bytes
+// (decimal), a colon, the run id and the call id. A call id is unique
+// only within its run (a scripted model reuses its ids in every run), so
+// the key holds both, and no run id and call id of one run can give the
+// key of another's; hashing keeps any id a valid key of fixed length.
+func callKey(service, tool string, c Call) string {
+	h := sha256.New()
+	h.Write([]byte(strconv.Itoa(len(c.RunID)) + ":" + c.RunID + c.CallID))
+	return service + "." + tool + "." + base64.RawURLEncoding.EncodeToString(h.Sum(nil))
 }
 
-// dedupe answers a call at most once per call id: the first caller
-// records a pending claim and runs the tool; a caller with the same id
-// gets the stored reply, or waits for the running call's reply, or takes
-// the call over when the claim's lease ran out (its instance died).
-func (s *Service) dedupe(ctx context.Context, t *loop.Tool, callID string, args []byte) record {
-	key := dedupeKey(t.Name, callID)
+// argsDigest identifies a call's arguments: the SHA-256 of the JSON with
+// its keys sorted and no spaces (of the bytes as they are when they are
+// not one JSON value), so a call made again with the same arguments
+// matches however its JSON was laid out.
+func argsDigest(args []byte) string {
+	canon := args
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) == nil && errors.Is(dec.Decode(new(any)), io.EOF) {
+		if b, err := json.Marshal(v); err == nil {
+			canon = b
+		}
+	}
+	sum := sha256.Sum256(canon)
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// dedupe answers a call at most once per run and call id: the first
+// caller records a pending claim and runs the tool; a caller with the
+// same ids gets the stored reply, or waits for the running call's reply,
+// or takes the call over when the claim's lease ran out (its instance
+// died). The same ids with other arguments are a conflict, answered as
+// an error and not stored.
+func (s *Service) dedupe(ctx context.Context, t *loop.Tool, c Call, args []byte) record {
+	key := callKey(s.cfg.Name, t.Name, c)
+	digest := argsDigest(args)
 	lease := s.cfg.Dedupe.Lease
 	if lease <= 0 {
 		lease = t.Timeout
@@ -35,10 +67,10 @@ func (s *Service) dedupe(ctx context.Context, t *loop.Tool, callID string, args 
 		if ctx.Err() != nil {
 			return unavailable(fmt.Errorf("the call was cancelled: %w", context.Cause(ctx)))
 		}
-		claim := record{Lease: time.Now().Add(lease)}
+		claim := record{Args: digest, Lease: time.Now().Add(lease)}
 		rev, err := s.kv.Create(ctx, key, claim.encode())
 		if err == nil {
-			return s.runAndStore(ctx, t, key, rev, args)
+			return s.runAndStore(ctx, t, key, rev, digest, args)
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			return unavailable(err)
@@ -52,6 +84,8 @@ func (s *Service) dedupe(ctx context.Context, t *loop.Tool, callID string, args 
 		}
 		rec, ok := decodeRecord(entry.Value())
 		switch {
+		case ok && rec.Args != digest:
+			return conflict(c, s.cfg.Dedupe.Window)
 		case ok && rec.Done:
 			return rec
 		case ok && time.Now().Before(rec.Lease):
@@ -62,14 +96,15 @@ func (s *Service) dedupe(ctx context.Context, t *loop.Tool, callID string, args 
 			// The claim's instance died (or wrote garbage): take it over.
 			rev, err := s.kv.Update(ctx, key, claim.encode(), entry.Revision())
 			if err == nil {
-				return s.runAndStore(ctx, t, key, rev, args)
+				return s.runAndStore(ctx, t, key, rev, digest, args)
 			}
 		}
 	}
 }
 
-func (s *Service) runAndStore(ctx context.Context, t *loop.Tool, key string, rev uint64, args []byte) record {
+func (s *Service) runAndStore(ctx context.Context, t *loop.Tool, key string, rev uint64, digest string, args []byte) record {
 	rec := run(ctx, t, args)
+	rec.Args = digest
 	// Store even when ctx ended: the tool ran, and a new call must not
 	// run it again.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -111,4 +146,12 @@ func (s *Service) waitFor(ctx context.Context, key string, rev uint64, lease tim
 
 func unavailable(err error) record {
 	return record{Done: true, Code: CodeUnavailable, Description: fmt.Sprintf("%v: %v (the call did not run; call again)", ErrDedupe, err)}
+}
+
+// conflict is the reply to a call whose run and call id an earlier call
+// with other arguments used: it did not run, and the earlier reply stays.
+func conflict(c Call, window time.Duration) record {
+	return record{Done: true, Code: CodeConflict, Description: fmt.Sprintf(
+		"%v: call id %q of run %q was used by an earlier call with other arguments, whose reply is kept for %v; this call did not run: give each call its own Lovia-Call-Id",
+		ErrCallConflict, c.CallID, c.RunID, window)}
 }

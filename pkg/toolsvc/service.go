@@ -44,9 +44,10 @@ type Config struct {
 	// Tools are the tools the service serves, one endpoint each
 	// (required, at least one).
 	Tools []*loop.Tool
-	// Dedupe keeps each call's reply by its Lovia-Call-Id, so a call made
-	// again (by a run's new owner after its worker died) is answered from
-	// the store instead of running twice. Nil: no dedupe.
+	// Dedupe keeps each call's reply by its Lovia-Run-Id and
+	// Lovia-Call-Id, so a call made again (by a run's new owner after its
+	// worker died) is answered from the store instead of running twice.
+	// A call without both headers is not deduplicated. Nil: no dedupe.
 	Dedupe *Dedupe
 	// Concurrency is how many calls the instance runs at once (default
 	// 64); further calls wait in the endpoint's subscription.
@@ -253,11 +254,12 @@ func (s *Service) serve(t *loop.Tool, req micro.Request) {
 		ctx, cancel = context.WithTimeout(ctx, t.Timeout)
 		defer cancel()
 	}
-	callID := req.Headers().Get(HeaderCallID)
-	ctx, span := s.startServe(ctx, t, req, callID) // trace.go
+	h := req.Headers()
+	call := Call{RunID: h.Get(HeaderRunID), CallID: h.Get(HeaderCallID), Agent: h.Get(HeaderAgent)}
+	ctx, span := s.startServe(ctx, t, req, call.CallID) // trace.go
 	var rec record
-	if s.kv != nil && callID != "" {
-		rec = s.dedupe(ctx, t, callID, req.Data())
+	if s.kv != nil && call.RunID != "" && call.CallID != "" {
+		rec = s.dedupe(ctx, t, call, req.Data())
 	} else {
 		rec = run(ctx, t, req.Data())
 	}

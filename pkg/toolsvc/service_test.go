@@ -254,13 +254,94 @@ func TestDedupe(t *testing.T) {
 		kv, err := js.KeyValue(context.Background(), "lovia_tool_calls")
 		require.NoError(t, err)
 		// What an instance that died while running call-3 left behind.
-		key := "append.Y2FsbC0z" // base64url("call-3")
-		_, err = kv.Create(context.Background(), key, []byte(fmt.Sprintf(`{"done":false,"lease":%q}`, time.Now().Add(-time.Second).Format(time.RFC3339Nano))))
+		key := toolsvc.CallKey("files", "append", toolsvc.Call{RunID: "r1", CallID: "call-3"})
+		_, err = kv.Create(context.Background(), key, []byte(fmt.Sprintf(`{"done":false,"args":%q,"lease":%q}`,
+			toolsvc.ArgsDigest([]byte(`{"line":"c"}`)), time.Now().Add(-time.Second).Format(time.RFC3339Nano))))
 		require.NoError(t, err)
 		out, err := invoke(withCall("call-3"), `{"line":"c"}`)
 		require.NoError(t, err)
 		require.Equal(t, "appended c", out)
 		require.EqualValues(t, 3, runs.Load())
+	})
+}
+
+// A call id is unique only within its run: the dedupe keys a reply by
+// the run and the call id, refuses the same ids with other arguments, and
+// leaves a call without a run id alone.
+func TestDedupeKeysByRunAndCall(t *testing.T) {
+	t.Parallel()
+	nc := setup(t)
+	var runs atomic.Int64
+	serve(t, toolsvc.Config{Conn: nc, Name: "gosvc", Tools: counterTools(&runs, nil), Dedupe: &toolsvc.Dedupe{}})
+	si := discover(t, nc, "gosvc", 1)
+	call := func(runID, callID, args string) (any, error) {
+		return invoke(callerTool(t, nc, si, "gosvc__append", func(context.Context, *loop.RunContext) toolsvc.Call {
+			return toolsvc.Call{RunID: runID, CallID: callID, Agent: "a"}
+		}), args)
+	}
+	raw := func(hdr nats.Header, body string) *nats.Msg {
+		t.Helper()
+		msg := &nats.Msg{Subject: "lovia.tools.gosvc.append", Header: hdr, Data: []byte(body)}
+		reply, err := nc.RequestMsg(msg, 10*time.Second)
+		require.NoError(t, err)
+		return reply
+	}
+
+	t.Run("two runs with one call id each run the tool and get their own reply", func(t *testing.T) {
+		before := runs.Load()
+		out, err := call("run-gp", "c1", `{"line":"from-gp"}`)
+		require.NoError(t, err)
+		require.Equal(t, "appended from-gp", out)
+		out, err = call("run-gq", "c1", `{"line":"from-gq"}`)
+		require.NoError(t, err)
+		require.Equal(t, "appended from-gq", out, "run-gq got another run's reply")
+		require.Equal(t, before+2, runs.Load())
+	})
+	t.Run("the same run and call id again answer the stored reply, however the JSON is laid out", func(t *testing.T) {
+		before := runs.Load()
+		out, err := call("run-gp", "c1", "{ \"line\" :  \"from-gp\" }")
+		require.NoError(t, err)
+		require.Equal(t, "appended from-gp", out)
+		require.Equal(t, before, runs.Load())
+	})
+	t.Run("the same run and call id with other arguments are refused", func(t *testing.T) {
+		before := runs.Load()
+		_, err := call("run-gp", "c1", `{"line":"other"}`)
+		require.ErrorIs(t, err, toolsvc.ErrCallConflict)
+		var te *loop.ToolError
+		require.ErrorAs(t, err, &te)
+		require.Contains(t, te.Message, `call id "c1" of run "run-gp" was used by an earlier call with other arguments`)
+		require.Equal(t, before, runs.Load())
+		out, err := call("run-gp", "c1", `{"line":"from-gp"}`)
+		require.NoError(t, err)
+		require.Equal(t, "appended from-gp", out, "the earlier reply stays")
+	})
+	t.Run("a run id and a call id that join to the same text are two calls", func(t *testing.T) {
+		before := runs.Load()
+		_, err := call("ab", "c", `{"line":"1"}`)
+		require.NoError(t, err)
+		out, err := call("a", "bc", `{"line":"2"}`)
+		require.NoError(t, err)
+		require.Equal(t, "appended 2", out)
+		require.Equal(t, before+2, runs.Load())
+	})
+	t.Run("a call without a run id is not deduplicated", func(t *testing.T) {
+		before := runs.Load()
+		hdr := nats.Header{toolsvc.HeaderCallID: []string{"zz"}}
+		require.Equal(t, "appended x", string(raw(hdr, `{"line":"x"}`).Data))
+		require.Equal(t, "appended y", string(raw(hdr, `{"line":"y"}`).Data))
+		require.Equal(t, "appended y", string(raw(hdr, `{"line":"y"}`).Data))
+		require.Equal(t, before+3, runs.Load())
+	})
+	t.Run("a raw call with both headers is deduplicated", func(t *testing.T) {
+		before := runs.Load()
+		hdr := nats.Header{toolsvc.HeaderRunID: []string{"raw-run"}, toolsvc.HeaderCallID: []string{"zz"}}
+		require.Equal(t, "appended x", string(raw(hdr, `{"line":"x"}`).Data))
+		require.Equal(t, "appended x", string(raw(hdr, `{"line":"x"}`).Data))
+		reply := raw(hdr, `{"line":"y"}`)
+		require.Equal(t, toolsvc.CodeConflict, reply.Header.Get("Nats-Service-Error-Code"))
+		require.Contains(t, reply.Header.Get("Nats-Service-Error"), "give each call its own Lovia-Call-Id")
+		require.Equal(t, before+1, runs.Load())
 	})
 }
 
