@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/loop"
 )
 
@@ -62,7 +63,8 @@ type Config struct {
 
 // Dedupe configures the call-id store of a service.
 type Dedupe struct {
-	// Bucket is the JetStream KV bucket (default <prefix>_tool_calls).
+	// Bucket is the JetStream KV bucket (default <prefix>_tool_calls, the
+	// prefix lower-cased as for the fleet's buckets).
 	Bucket string
 	// Window is how long a reply is kept (default 24h): a call made
 	// again after it runs again.
@@ -91,8 +93,8 @@ func (c Config) withDefaults() Config {
 	}
 	if d := c.Dedupe; d != nil {
 		dd := *d
-		if dd.Bucket == "" {
-			dd.Bucket = c.Prefix + "_tool_calls"
+		if names, err := bus.NewNames(c.Prefix); dd.Bucket == "" && err == nil {
+			dd.Bucket = names.ToolCallsBucket()
 		}
 		if dd.Window <= 0 {
 			dd.Window = DefaultWindow
