@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -57,12 +58,6 @@ func (s *Service) dedupe(ctx context.Context, t *loop.Tool, c Call, args []byte)
 	key := callKey(s.cfg.Name, t.Name, c)
 	digest := argsDigest(args)
 	lease := s.cfg.Dedupe.Lease
-	if lease <= 0 {
-		lease = t.Timeout
-	}
-	if lease <= 0 {
-		lease = DefaultLease
-	}
 	for {
 		if ctx.Err() != nil {
 			return unavailable(fmt.Errorf("the call was cancelled: %w", context.Cause(ctx)))
@@ -70,7 +65,7 @@ func (s *Service) dedupe(ctx context.Context, t *loop.Tool, c Call, args []byte)
 		claim := record{Args: digest, Lease: time.Now().Add(lease)}
 		rev, err := s.kv.Create(ctx, key, claim.encode())
 		if err == nil {
-			return s.runAndStore(ctx, t, key, rev, digest, args)
+			return s.runAndStore(ctx, t, key, rev, digest, args, lease)
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			return unavailable(err)
@@ -96,23 +91,65 @@ func (s *Service) dedupe(ctx context.Context, t *loop.Tool, c Call, args []byte)
 			// The claim's instance died (or wrote garbage): take it over.
 			rev, err := s.kv.Update(ctx, key, claim.encode(), entry.Revision())
 			if err == nil {
-				return s.runAndStore(ctx, t, key, rev, digest, args)
+				return s.runAndStore(ctx, t, key, rev, digest, args, lease)
 			}
 		}
 	}
 }
 
-func (s *Service) runAndStore(ctx context.Context, t *loop.Tool, key string, rev uint64, digest string, args []byte) record {
+// runAndStore runs the call it holds the claim (at rev) of, renewing the
+// claim's lease while the tool runs, then stores the reply: or, for
+// arguments the tool refused, frees the key, since nothing ran.
+func (s *Service) runAndStore(ctx context.Context, t *loop.Tool, key string, rev uint64, digest string, args []byte, lease time.Duration) record {
+	stop, renewed := make(chan struct{}), make(chan uint64)
+	go func() { renewed <- s.keepClaim(ctx, key, rev, digest, lease, stop) }()
 	rec := run(ctx, t, args)
+	close(stop)
+	rev = <-renewed
 	rec.Args = digest
 	// Store even when ctx ended: the tool ran, and a new call must not
 	// run it again.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
+	if rec.Code == CodeInvalidArguments {
+		if err := s.kv.Delete(sctx, key, jetstream.LastRevision(rev)); err != nil {
+			s.cfg.Logger.Warn("tool service could not free the dedupe key of a refused call", "key", key, "error", err)
+		}
+		return rec
+	}
 	if _, err := s.kv.Update(sctx, key, rec.encode(), rev); err != nil {
 		s.cfg.Logger.Warn("tool service could not store a reply for dedupe", "key", key, "error", err)
 	}
 	return rec
+}
+
+// keepClaim renews the claim at rev every third of its lease until stop
+// closes, and returns the claim's last revision. A claim that another
+// instance took over (this one was cut off from NATS past the lease) is
+// left to it.
+func (s *Service) keepClaim(ctx context.Context, key string, rev uint64, digest string, lease time.Duration, stop <-chan struct{}) uint64 {
+	tick := time.NewTicker(lease / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return rev
+		case <-tick.C:
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease/3)
+		r, err := s.kv.Update(rctx, key, record{Args: digest, Lease: time.Now().Add(lease)}.encode(), rev)
+		cancel()
+		switch {
+		case err == nil:
+			rev = r
+		case errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+			s.cfg.Logger.Warn("tool service lost the claim of a running call: its lease ran out and another instance took it over", "key", key)
+			<-stop
+			return rev
+		default:
+			s.cfg.Logger.Warn("tool service could not renew the claim of a running call; retrying", "key", key, "error", err)
+		}
+	}
 }
 
 // waitFor waits until key changes after rev or the lease ends; false when
@@ -152,6 +189,18 @@ func unavailable(err error) record {
 // with other arguments used: it did not run, and the earlier reply stays.
 func conflict(c Call, window time.Duration) record {
 	return record{Done: true, Code: CodeConflict, Description: fmt.Sprintf(
-		"%v: call id %q of run %q was used by an earlier call with other arguments, whose reply is kept for %v; this call did not run: give each call its own Lovia-Call-Id",
-		ErrCallConflict, c.CallID, c.RunID, window)}
+		"%v: call id %q of run %q was used by an earlier call with other arguments, whose reply is kept for %s; this call did not run: give each call its own Lovia-Call-Id",
+		ErrCallConflict, c.CallID, c.RunID, shortDuration(window))}
+}
+
+// shortDuration writes 24h, not 24h0m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

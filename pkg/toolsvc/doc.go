@@ -44,6 +44,12 @@
 //	                pending, lease running → wait for the reply
 //	                pending, lease over (instance died) → take over and run
 //
+// The instance running a call renews its lease every third of it
+// ([Dedupe.Lease], 15s by default), so a call may run for longer than the
+// lease, and a killed instance's call is taken over a lease after its
+// last renewal. A call the tool refused as invalid arguments frees its
+// key (nothing ran).
+//
 // so the tool runs once per call of a run, also for the call in flight at
 // a worker's crash. A call without a run id or a call id is not
 // deduplicated. Without dedupe, a tool with side effects must be

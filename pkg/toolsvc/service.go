@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,7 +25,8 @@ const (
 	DefaultPrefix  = "lovia"
 	DefaultVersion = "0.0.1"
 	DefaultWindow  = 24 * time.Hour
-	DefaultLease   = 5 * time.Minute
+	// DefaultLease is how long a call's claim holds without renewal.
+	DefaultLease = 15 * time.Second
 	// DefaultConcurrency is how many calls one instance runs at once.
 	DefaultConcurrency = 64
 )
@@ -69,10 +71,11 @@ type Dedupe struct {
 	// Window is how long a reply is kept (default 24h): a call made
 	// again after it runs again.
 	Window time.Duration
-	// Lease is how long a running call holds its call id (default: the
-	// tool's timeout, else 5m). A call made again while it runs waits for
-	// its reply; after the lease (the instance running it died) another
-	// instance runs it.
+	// Lease is how long a running call's claim holds without renewal
+	// (default 15s); the instance running it renews it every third of the
+	// lease. A call made again while it runs waits for its reply; once the
+	// claim is not renewed for a lease (the instance running it died, or
+	// was cut off from NATS that long) another instance runs it.
 	Lease time.Duration
 	// Replicas of the bucket when created (default 1).
 	Replicas int
@@ -98,6 +101,9 @@ func (c Config) withDefaults() Config {
 		}
 		if dd.Window <= 0 {
 			dd.Window = DefaultWindow
+		}
+		if dd.Lease <= 0 {
+			dd.Lease = DefaultLease
 		}
 		c.Dedupe = &dd
 	}
@@ -269,16 +275,29 @@ func (s *Service) serve(t *loop.Tool, req micro.Request) {
 	s.respond(req, rec)
 }
 
+// respond publishes the reply to the request's reply subject itself: the
+// micro library reads a request's reply state (for its stats) as the
+// handler returns, and the handler returns before the call has run, so
+// answering through req from the call's goroutine would race with it.
+// An error reply carries the micro error headers, its description on one
+// line (a line break would end the header block).
 func (s *Service) respond(req micro.Request, rec record) {
-	var err error
-	if rec.Code != "" {
-		err = req.Error(rec.Code, rec.Description, rec.Body)
-	} else {
-		err = req.Respond(rec.Body)
+	if req.Reply() == "" {
+		return // published without a reply subject: nobody waits
 	}
-	if err != nil {
+	msg := &nats.Msg{Subject: req.Reply(), Data: rec.Body, Header: nats.Header{}}
+	if rec.Code != "" {
+		msg.Header.Set(micro.ErrorHeader, oneLine(rec.Description))
+		msg.Header.Set(micro.ErrorCodeHeader, rec.Code)
+	}
+	if err := s.cfg.Conn.PublishMsg(msg); err != nil {
 		s.cfg.Logger.Warn("tool service reply failed", "subject", req.Subject(), "error", err)
 	}
+}
+
+// oneLine replaces the line breaks of a header value with spaces.
+func oneLine(v string) string {
+	return strings.Join(strings.FieldsFunc(v, func(r rune) bool { return r == '\r' || r == '\n' }), " ")
 }
 
 // run calls the tool and turns its return into the reply: strings as

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lovia-fleet/lovia/pkg/broker"
@@ -265,6 +266,83 @@ func TestDedupe(t *testing.T) {
 	})
 }
 
+// A call that runs longer than its lease keeps its claim: its instance
+// renews it, so the same call made meanwhile waits for the reply instead of
+// taking the call over and running the tool a second time.
+func TestDedupeLongCallKeepsItsClaim(t *testing.T) {
+	t.Parallel()
+	nc := setup(t)
+	var runs atomic.Int64
+	gate := make(chan struct{})
+	const lease = 1500 * time.Millisecond
+	serve(t, toolsvc.Config{Conn: nc, Name: "slowsvc", Tools: counterTools(&runs, gate), Dedupe: &toolsvc.Dedupe{Lease: lease}})
+	si := discover(t, nc, "slowsvc", 1)
+	tl := callerTool(t, nc, si, "slowsvc__append", func(context.Context, *loop.RunContext) toolsvc.Call {
+		return toolsvc.Call{RunID: "r1", CallID: "c1", Agent: "a"}
+	})
+	call := func(out chan<- any) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		v, err := tl.Func(ctx, nil, json.RawMessage(`{"line":"a"}`))
+		if err != nil {
+			v = err
+		}
+		out <- v
+	}
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	kv, err := js.KeyValue(context.Background(), "lovia_tool_calls")
+	require.NoError(t, err)
+	key := toolsvc.CallKey("slowsvc", "append", toolsvc.Call{RunID: "r1", CallID: "c1"})
+	// renewals waits until the claim was written n more times after now:
+	// each renewal is a third of the lease apart, so three are a lease.
+	renewals := func(n uint64, what string) {
+		t.Helper()
+		e, err := kv.Get(context.Background(), key)
+		require.NoError(t, err)
+		from := e.Revision()
+		require.Eventually(t, func() bool {
+			e, err := kv.Get(context.Background(), key)
+			return err == nil && e.Revision() >= from+n
+		}, 30*time.Second, 20*time.Millisecond, "waiting for the running call's claim to be renewed %d times (%s)", n, what)
+	}
+
+	first, second := make(chan any, 1), make(chan any, 1)
+	go call(first)
+	require.Eventually(t, func() bool { return runs.Load() == 1 }, 10*time.Second, 5*time.Millisecond, "waiting for the call to run")
+	renewals(4, "more than a lease passes while the tool runs")
+	go call(second)
+	renewals(4, "the same call made again waits more than a lease")
+	require.EqualValues(t, 1, runs.Load(), "the same call ran again while the first still ran")
+	close(gate)
+	require.Equal(t, "appended a", <-first)
+	require.Equal(t, "appended a", <-second)
+	require.EqualValues(t, 1, runs.Load())
+}
+
+// A call the tool refused (invalid arguments) ran nothing: it frees its
+// key, so the same ids with arguments the tool takes run.
+func TestDedupeRefusedCallFreesItsKey(t *testing.T) {
+	t.Parallel()
+	nc := setup(t)
+	var runs atomic.Int64
+	serve(t, toolsvc.Config{Conn: nc, Name: "strict", Tools: counterTools(&runs, nil), Dedupe: &toolsvc.Dedupe{}})
+	discover(t, nc, "strict", 1)
+	req := func(body string) *nats.Msg {
+		t.Helper()
+		msg := &nats.Msg{Subject: "lovia.tools.strict.append", Data: []byte(body),
+			Header: nats.Header{toolsvc.HeaderRunID: []string{"r1"}, toolsvc.HeaderCallID: []string{"c1"}}}
+		reply, err := nc.RequestMsg(msg, 10*time.Second)
+		require.NoError(t, err)
+		return reply
+	}
+	reply := req(`{"line": 7}`)
+	require.Equal(t, toolsvc.CodeInvalidArguments, reply.Header.Get("Nats-Service-Error-Code"))
+	require.Equal(t, "appended ok", string(req(`{"line":"ok"}`).Data))
+	require.Equal(t, "appended ok", string(req(`{"line":"ok"}`).Data), "the reply of the call that ran is kept")
+	require.EqualValues(t, 1, runs.Load())
+}
+
 // A call id is unique only within its run: the dedupe keys a reply by
 // the run and the call id, refuses the same ids with other arguments, and
 // leaves a call without a run id alone.
@@ -343,6 +421,32 @@ func TestDedupeKeysByRunAndCall(t *testing.T) {
 		require.Contains(t, reply.Header.Get("Nats-Service-Error"), "give each call its own Lovia-Call-Id")
 		require.Equal(t, before+1, runs.Load())
 	})
+}
+
+// Error replies answered from the calls' goroutines, many at once (under
+// -race: the micro library reads a request's reply state as its handler
+// returns), and an error whose text spans lines: it arrives on one line,
+// and the reply's other headers intact.
+func TestErrorReplies(t *testing.T) {
+	t.Parallel()
+	nc := setup(t)
+	multi := loop.NewTool("multi", "Fails over two lines.", func(context.Context, *loop.RunContext, struct{}) (string, error) {
+		return "", &loop.ToolError{Tool: "multi", Message: "line one\r\nline two\nNats-Service-Error-Code: 200"}
+	})
+	serve(t, toolsvc.Config{Conn: nc, Name: "errsvc", Tools: []*loop.Tool{multi}})
+	discover(t, nc, "errsvc", 1)
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			reply, err := nc.Request("lovia.tools.errsvc.multi", []byte(`{}`), 10*time.Second)
+			if !assert.NoError(t, err) {
+				return
+			}
+			assert.Equal(t, toolsvc.CodeToolError, reply.Header.Get("Nats-Service-Error-Code"))
+			assert.Equal(t, []string{"line one line two Nats-Service-Error-Code: 200"}, reply.Header.Values("Nats-Service-Error"))
+		})
+	}
+	wg.Wait()
 }
 
 func TestConfigErrors(t *testing.T) {
