@@ -60,15 +60,12 @@ const registryAgentsYAML = `agents:
 // reads the memory the run wrote; the gateway's and the worker's users do
 // the registry and schedule writes their API serves. No call fails and the
 // server reports no violation.
-func checkFeaturesUnderRoles(t *testing.T, ctx context.Context, userURL func(string) string, log *violationLog, c *client.Client) {
+func checkFeaturesUnderRoles(t *testing.T, ctx context.Context, userURL func(string) string, log *violationLog, c *client.Client, agents string) {
 	t.Helper()
 	dir := t.TempDir()
 	op := func(args ...string) string {
 		t.Helper()
-		args = append([]string{args[0], "--nats", userURL("operator")}, args[1:]...)
-		code, out := runCommand(t, ctx, args...)
-		require.Equal(t, cli.ExitOK, code, "lovia %s as the operator:\n%s\nviolations:\n%s", strings.Join(args, " "), out, strings.Join(log.violations(), "\n"))
-		return out
+		return runAs(t, ctx, userURL("operator"), log, args...)
 	}
 
 	// Skills and the registry, by the operator.
@@ -77,8 +74,6 @@ func checkFeaturesUnderRoles(t *testing.T, ctx context.Context, userURL func(str
 	require.NoError(t, os.WriteFile(skill, []byte("---\nname: release\ndescription: How to cut a release.\n---\nTag, then build.\n"), 0o600))
 	require.Contains(t, op("skills", "push", filepath.Join(dir, "skills")), "pushed 1 skill(s) to lovia_skills")
 	require.Contains(t, op("skills", "ls"), "release")
-	agents := filepath.Join(dir, "registry.yaml")
-	require.NoError(t, os.WriteFile(agents, []byte(registryAgentsYAML), 0o600))
 	op("agents", "apply", agents)
 	require.Contains(t, op("agents", "ls"), "planner")
 
@@ -163,12 +158,7 @@ func checkFeaturesUnderRoles(t *testing.T, ctx context.Context, userURL func(str
 	// need no permission they lack (the gateway may purge a schedule,
 	// not a stream of runs or events).
 	for _, user := range []string{"gateway", "worker"} {
-		as := func(args ...string) {
-			t.Helper()
-			args = append([]string{args[0], "--nats", userURL(user)}, args[1:]...)
-			code, out := runCommand(t, ctx, args...)
-			require.Equal(t, cli.ExitOK, code, "lovia %s as the %s user, as its API would:\n%s\nviolations:\n%s", strings.Join(args, " "), user, out, strings.Join(log.violations(), "\n"))
-		}
+		as := func(args ...string) { t.Helper(); runAs(t, ctx, userURL(user), log, args...) }
 		as("agents", "apply", agents)
 		as("schedule", "add", "by-"+user, "--agent", "helper", "--input", "check", "--every", "24h")
 		as("schedule", "pause", "by-"+user)
@@ -194,6 +184,24 @@ func toolResults(t *testing.T, envs []*bus.Envelope) []*loop.ToolCallCompleted {
 	for _, e := range fleettest.OfType(envs, loop.EventToolCallCompleted) {
 		out = append(out, fleettest.Event[*loop.ToolCallCompleted](t, e))
 	}
+	return out
+}
+
+// writeRegistryAgents writes registryAgentsYAML to a file.
+func writeRegistryAgents(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "registry.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(registryAgentsYAML), 0o600))
+	return path
+}
+
+// runAs runs a one-shot lovia command (its first argument the command)
+// with the user's URL and requires it to succeed; it returns its output.
+func runAs(t *testing.T, ctx context.Context, url string, log *violationLog, args ...string) string {
+	t.Helper()
+	args = append([]string{args[0], "--nats", url}, args[1:]...)
+	code, out := runCommand(t, ctx, args...)
+	require.Equal(t, cli.ExitOK, code, "lovia %s:\n%s\nviolations:\n%s", strings.Join(args, " "), out, strings.Join(log.violations(), "\n"))
 	return out
 }
 

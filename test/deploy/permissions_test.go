@@ -70,6 +70,10 @@ func TestPermissions(t *testing.T) {
 	agents := filepath.Join(t.TempDir(), "agents.yaml")
 	require.NoError(t, os.WriteFile(agents, []byte(agentsYAML), 0o600))
 	startCommand(t, "lovia gateway on ", "gateway", "--nats", userURL("gateway"), "--http", "127.0.0.1:0", "--agents", agents)
+	// The operator fills the agents registry before any worker ran (none
+	// has created the fleet bucket its command reads yet).
+	registryAgents := writeRegistryAgents(t)
+	require.Contains(t, runAs(t, ctx, userURL("operator"), log, "agents", "apply", registryAgents), "created   planner")
 
 	sub := connectAs(t, userURL("submitter"))
 	c, err := client.New(sub, client.Options{})
@@ -182,7 +186,7 @@ func TestPermissions(t *testing.T) {
 	log.forget("/user:tail")
 	log.forget("/user:approver")
 
-	checkFeaturesUnderRoles(t, ctx, userURL, log, c)
+	checkFeaturesUnderRoles(t, ctx, userURL, log, c, registryAgents)
 }
 
 // agentsYAML is the agents file of the test's gateway and worker: the demo
