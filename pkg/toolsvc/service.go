@@ -182,7 +182,7 @@ func (s *Service) Start(ctx context.Context) error {
 			Description: "lovia tool service replies by call id",
 		})
 		if err != nil {
-			return fmt.Errorf("toolsvc: dedupe bucket %s: %w", d.Bucket, err)
+			return fmt.Errorf("toolsvc: dedupe bucket %s: %w%s", d.Bucket, err, noAnswerHint(err, d.Bucket))
 		}
 		s.kv = kv
 	}
@@ -202,6 +202,15 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.svc = svc
 	return nil
+}
+
+// noAnswerHint says what to check when JetStream did not answer: on a
+// secured server a refused publish gets no reply, only a timeout.
+func noAnswerHint(err error, bucket string) string {
+	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
+		return ""
+	}
+	return fmt.Sprintf(" (JetStream did not answer: check that the server has JetStream enabled and that this user may use the JetStream API of KV_%s and publish to $KV.%s.>; a refused permission shows as a Violation in the server log)", bucket, bucket)
 }
 
 // Stop stops taking calls, lets the calls in flight answer (or ctx end,

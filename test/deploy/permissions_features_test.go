@@ -77,6 +77,17 @@ func checkFeaturesUnderRoles(t *testing.T, ctx context.Context, userURL func(str
 	op("agents", "apply", agents)
 	require.Contains(t, op("agents", "ls"), "planner")
 
+	// A tool service with the call-id dedupe under a user that may not
+	// use its bucket fails to start, saying what to check.
+	wrong, err := toolsvc.New(toolsvc.Config{Conn: connectAs(t, userURL("submitter")), Name: "gosvc", Tools: []*loop.Tool{loop.NewTool("noop", "Nothing.", func(context.Context, *loop.RunContext, struct{}) (string, error) { return "", nil })}, Dedupe: &toolsvc.Dedupe{}})
+	require.NoError(t, err)
+	short, cancelShort := context.WithTimeout(ctx, 2*time.Second)
+	err = wrong.Start(short)
+	cancelShort()
+	require.ErrorContains(t, err, "a refused permission shows as a Violation in the server log", "a tool service under the submitter user")
+	log.waitViolation(t, ctx, "submitter", "$JS.API.INFO")
+	log.forget("/user:submitter")
+
 	// A tool service with the call-id dedupe, under the tools user.
 	var mu sync.Mutex
 	var lines []string
