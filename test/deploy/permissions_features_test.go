@@ -103,6 +103,12 @@ func checkFeaturesUnderRoles(t *testing.T, ctx context.Context, userURL func(str
 	require.NoError(t, err)
 	require.NoError(t, svc.Start(ctx), "the tool service starts under the tools user (it binds lovia_tool_calls)")
 	t.Cleanup(func() { _ = svc.Stop(context.Background()) })
+	waitFor(t, ctx, "the operator's lovia tools to list the tool service", func() error {
+		if out := op("tools"); !strings.Contains(out, "gosvc__append") {
+			return fmt.Errorf("lovia tools:\n%s", out)
+		}
+		return nil
+	})
 
 	// A worker serving the registry (seeded from the same file: a worker
 	// writes the registry too) runs the planner.
