@@ -107,20 +107,47 @@ func (s *Service) runAndStore(ctx context.Context, t *loop.Tool, key string, rev
 	close(stop)
 	rev = <-renewed
 	rec.Args = digest
-	// Store even when ctx ended: the tool ran, and a new call must not
-	// run it again.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if rec.Code == CodeInvalidArguments {
-		if err := s.kv.Delete(sctx, key, jetstream.LastRevision(rev)); err != nil {
-			s.cfg.Logger.Warn("tool service could not free the dedupe key of a refused call", "key", key, "error", err)
-		}
+	switch {
+	case rec.Code == CodeInvalidArguments:
+		// The tool refused the arguments: nothing ran.
+		s.release(sctx, key, rev, "a refused call")
 		return rec
+	case rec.Code != "" && s.ctx.Err() != nil:
+		// The instance stopped during the call and cancelled it: as for an
+		// instance that died, the call made again runs.
+		s.release(sctx, key, rev, "a call cancelled by the service's stop")
+		return unavailableAfterStop()
 	}
-	if _, err := s.kv.Update(sctx, key, rec.encode(), rev); err != nil {
+	// Store even when the call's own deadline ended it: the tool ran, and a
+	// new call must not run it again.
+	value := rec.encode()
+	if len(value) > s.maxRecord() {
+		value = record{Done: true, Args: digest, Code: CodeToolError, Description: fmt.Sprintf(
+			"the call ran, but its reply (%d bytes) was too large for the dedupe store, so it is not sent again; it did not run a second time", len(rec.Body))}.encode()
+	}
+	if _, err := s.kv.Update(sctx, key, value, rev); err != nil {
 		s.cfg.Logger.Warn("tool service could not store a reply for dedupe", "key", key, "error", err)
 	}
 	return rec
+}
+
+// release frees the key of a call whose claim this instance holds at rev.
+func (s *Service) release(ctx context.Context, key string, rev uint64, what string) {
+	if err := s.kv.Delete(ctx, key, jetstream.LastRevision(rev)); err != nil {
+		s.cfg.Logger.Warn("tool service could not free the dedupe key of "+what, "key", key, "error", err)
+	}
+}
+
+// maxRecord is the largest record the bucket takes: the server's max
+// payload, less room for the message's headers.
+func (s *Service) maxRecord() int {
+	return int(s.cfg.Conn.MaxPayload()) - 1024
+}
+
+func unavailableAfterStop() record {
+	return record{Done: true, Code: CodeUnavailable, Description: "the tool service instance stopped during the call and cancelled it; call again (another instance runs it)"}
 }
 
 // keepClaim renews the claim at rev every third of its lease until stop

@@ -26,7 +26,8 @@ const (
 	// CodeToolError: the tool failed; the model sees the description.
 	CodeToolError = "500"
 	// CodeUnavailable: the service could not run the call now (its dedupe
-	// store failed); the call did not run.
+	// store failed, or the instance stopped during the call and cancelled
+	// it); the call made again runs.
 	CodeUnavailable = "503"
 	// CodeConflict: a deduplicating service had a call with the same run
 	// and call id but other arguments; this call did not run.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -264,6 +265,60 @@ func TestDedupe(t *testing.T) {
 		require.Equal(t, "appended c", out)
 		require.EqualValues(t, 3, runs.Load())
 	})
+}
+
+// An instance stopped during a call cancels it: the caller is told to
+// call again, and the call made again runs (on another instance) instead
+// of getting the cancellation as the call's stored reply.
+func TestDedupeStopDuringCallRunsAgain(t *testing.T) {
+	t.Parallel()
+	nc := setup(t)
+	var runs atomic.Int64
+	s, err := toolsvc.New(toolsvc.Config{Conn: nc, Name: "stopsvc", Tools: counterTools(&runs, make(chan struct{})), Dedupe: &toolsvc.Dedupe{}})
+	require.NoError(t, err)
+	require.NoError(t, s.Start(context.Background()))
+	si := discover(t, nc, "stopsvc", 1)
+	tl := callerTool(t, nc, si, "stopsvc__append", func(context.Context, *loop.RunContext) toolsvc.Call {
+		return toolsvc.Call{RunID: "r1", CallID: "c1", Agent: "a"}
+	})
+	first := make(chan error, 1)
+	go func() { _, err := invoke(tl, `{"line":"a"}`); first <- err }()
+	require.Eventually(t, func() bool { return runs.Load() == 1 }, 10*time.Second, 5*time.Millisecond, "waiting for the call to run")
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	require.NoError(t, s.Stop(ctx), "a stop whose ctx ends cancels the call in flight")
+	err = <-first
+	require.ErrorContains(t, err, "stopped during the call")
+
+	serve(t, toolsvc.Config{Conn: nc, Name: "stopsvc", Tools: counterTools(&runs, nil), Dedupe: &toolsvc.Dedupe{}})
+	require.Eventually(t, func() bool {
+		out, err := invoke(tl, `{"line":"a"}`)
+		return err == nil && out == "appended a"
+	}, 10*time.Second, 20*time.Millisecond, "waiting for the call made again to run on the new instance")
+	require.EqualValues(t, 2, runs.Load())
+}
+
+// A reply too large to keep is answered once; the call made again is
+// told it ran, and does not run a second time.
+func TestDedupeReplyTooLargeToKeep(t *testing.T) {
+	t.Parallel()
+	nc := setup(t)
+	var runs atomic.Int64
+	big := loop.NewTool("big", "A large reply.", func(context.Context, *loop.RunContext, struct{}) (string, error) {
+		runs.Add(1)
+		return strings.Repeat("x", int(nc.MaxPayload())*3/4), nil
+	})
+	serve(t, toolsvc.Config{Conn: nc, Name: "bigsvc", Tools: []*loop.Tool{big}, Dedupe: &toolsvc.Dedupe{Lease: time.Second}})
+	si := discover(t, nc, "bigsvc", 1)
+	tl := callerTool(t, nc, si, "bigsvc__big", func(context.Context, *loop.RunContext) toolsvc.Call {
+		return toolsvc.Call{RunID: "r1", CallID: "c1", Agent: "a"}
+	})
+	out, err := invoke(tl, `{}`)
+	require.NoError(t, err)
+	require.Len(t, out, int(nc.MaxPayload())*3/4)
+	_, err = invoke(tl, `{}`)
+	require.ErrorContains(t, err, "too large for the dedupe store")
+	require.EqualValues(t, 1, runs.Load())
 }
 
 // A call that runs longer than its lease keeps its claim: its instance
