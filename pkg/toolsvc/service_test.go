@@ -329,7 +329,7 @@ func TestDedupeLongCallKeepsItsClaim(t *testing.T) {
 	nc := setup(t)
 	var runs atomic.Int64
 	gate := make(chan struct{})
-	const lease = 1500 * time.Millisecond
+	const lease = 3 * time.Second
 	serve(t, toolsvc.Config{Conn: nc, Name: "slowsvc", Tools: counterTools(&runs, gate), Dedupe: &toolsvc.Dedupe{Lease: lease}})
 	si := discover(t, nc, "slowsvc", 1)
 	tl := callerTool(t, nc, si, "slowsvc__append", func(context.Context, *loop.RunContext) toolsvc.Call {

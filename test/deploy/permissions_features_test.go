@@ -129,7 +129,7 @@ func checkFeaturesUnderRoles(t *testing.T, ctx context.Context, userURL func(str
 	require.Contains(t, op("memory", "show", "session:team"), "Releases are tagged first.")
 
 	// A schedule, added by the operator, fires a run of helper.
-	at := time.Now().Add(3 * time.Second).UTC().Truncate(time.Second)
+	at := time.Now().Add(5 * time.Second).UTC().Truncate(time.Second)
 	op("schedule", "add", "tick", "--agent", "helper", "--input", "check", "--at", at.Format(time.RFC3339))
 	require.Contains(t, op("schedule", "ls"), "tick")
 	var fired string
