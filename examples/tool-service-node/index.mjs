@@ -7,7 +7,11 @@
 //
 // Run several instances: NATS balances the calls over the service's queue
 // group. The Lovia-Run-Id, Lovia-Call-Id and Lovia-Agent headers say which
-// run and call a request is for (log them, or deduplicate by the call id).
+// run and call a request is for. This service does not deduplicate: its
+// tools have no side effects, so a call made again (by a run's new owner
+// after a worker died) may simply run again. A service whose tools have
+// effects keeps each reply by run id AND call id (a call id is unique only
+// within its run: never key by it alone), as pkg/toolsvc's Dedupe does.
 import { connect } from "@nats-io/transport-node";
 import { Svcm } from "@nats-io/services";
 
@@ -43,6 +47,27 @@ const tools = {
   },
 };
 
+// argsProblem checks what the tools rely on before they run: an object,
+// with each required property, of its declared type. Workers validate
+// against the full schema before they call; a raw caller (nats req) may
+// send anything.
+function argsProblem(schema, args) {
+  if (args === null || typeof args !== "object" || Array.isArray(args)) {
+    return "the arguments must be a JSON object";
+  }
+  for (const key of schema.required ?? []) {
+    if (!(key in args)) {
+      return `"${key}" is required`;
+    }
+  }
+  for (const [key, prop] of Object.entries(schema.properties ?? {})) {
+    if (key in args && prop.type === "string" && typeof args[key] !== "string") {
+      return `"${key}" must be a string`;
+    }
+  }
+  return "";
+}
+
 const nc = await connect({ servers: process.env.NATS_URL || "nats://127.0.0.1:4222" });
 const svc = await new Svcm(nc).add({
   name: service,
@@ -64,7 +89,11 @@ for (const [name, tool] of Object.entries(tools)) {
       try {
         args = msg.json();
       } catch {
-        msg.respondError(400, "the arguments must be a JSON object");
+        args = undefined;
+      }
+      const bad = argsProblem(tool.schema, args);
+      if (bad) {
+        msg.respondError(400, `invalid arguments for ${service}__${name}: ${bad}`);
         return;
       }
       try {

@@ -142,9 +142,12 @@ func reportUnserved(ctx context.Context, env *Env, js jetstream.JetStream, names
 }
 
 // servedBy counts the live workers serving each agent (nil when the fleet
-// registry cannot be read).
+// registry cannot be read; empty when no worker has created it yet).
 func servedBy(ctx context.Context, js jetstream.JetStream, names bus.Names) map[string]int {
-	fr, err := fleet.Ensure(ctx, js, names, 0)
+	fr, err := fleet.Open(ctx, js, names)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return map[string]int{}
+	}
 	if err != nil {
 		return nil
 	}

@@ -479,6 +479,10 @@ func (n Names) ParseSchedule(subject string) (name string, err error) {
 // push` and read by every worker at each run.
 func (n Names) SkillsBucket() string { return n.lower() + "_skills" }
 
+// ToolCallsBucket is the KV bucket where a tool service with the call-id
+// dedupe keeps each call's reply (<p>_tool_calls; package toolsvc).
+func (n Names) ToolCallsBucket() string { return n.lower() + "_tool_calls" }
+
 // MemoryBucket is the KV bucket of the Memory plugin (<p>_memory): notes
 // and run archives per scope, shared by every worker.
 func (n Names) MemoryBucket() string { return n.lower() + "_memory" }

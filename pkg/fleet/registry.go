@@ -71,6 +71,20 @@ func Ensure(ctx context.Context, js jetstream.JetStream, names bus.Names, replic
 	return &Registry{kv: kv, ttl: 3 * DefaultInterval, now: time.Now}, nil
 }
 
+// Open binds the fleet bucket without creating it: for readers (a
+// command that shows which workers serve what), which should neither need
+// the permission to create it nor create it with settings of their own
+// before the first worker does. A missing bucket is an error matching
+// jetstream.ErrBucketNotFound.
+func Open(ctx context.Context, js jetstream.JetStream, names bus.Names) (*Registry, error) {
+	bucket := names.FleetBucket()
+	kv, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: bucket %s: %w", bucket, err)
+	}
+	return &Registry{kv: kv, ttl: 3 * DefaultInterval, now: time.Now}, nil
+}
+
 // Announce stores (or refreshes) a worker's announcement, stamped now.
 func (r *Registry) Announce(ctx context.Context, m Member) error {
 	m.SeenAt = r.now().UTC()

@@ -56,7 +56,7 @@ func BenchmarkToolCall(b *testing.B) {
 		if dedupe {
 			name, cfg.Name, cfg.Dedupe = "service-dedupe", "benchd", &toolsvc.Dedupe{}
 			callOf = func(context.Context, *loop.RunContext) toolsvc.Call {
-				return toolsvc.Call{CallID: fmt.Sprintf("c%d", n.Add(1))}
+				return toolsvc.Call{RunID: "bench", CallID: fmt.Sprintf("c%d", n.Add(1))}
 			}
 		}
 		b.Run(name, func(b *testing.B) {

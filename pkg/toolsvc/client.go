@@ -209,6 +209,8 @@ func (c *caller) call(ctx context.Context, rc *loop.RunContext, args json.RawMes
 			return nil, &loop.InvalidToolArguments{Tool: name, Message: desc}
 		case CodeUnavailable:
 			return nil, &loop.ToolError{Tool: name, Message: desc, Hint: "call the tool again", Cause: ErrDedupe}
+		case CodeConflict:
+			return nil, &loop.ToolError{Tool: name, Message: desc, Hint: "a call id names one call: make a new call for other arguments", Cause: ErrCallConflict}
 		}
 		return nil, &loop.ToolError{Tool: name, Message: desc}
 	}

@@ -24,7 +24,7 @@
 // [HeaderAgent]. The reply body is the result: text, or JSON. An error
 // reply carries the micro error headers (Nats-Service-Error and
 // Nats-Service-Error-Code: [CodeInvalidArguments], [CodeToolError],
-// [CodeUnavailable]). [Discover] lists the tool services of a fleet with
+// [CodeUnavailable], [CodeConflict]). [Discover] lists the tool services of a fleet with
 // their instance counts; [Tool] turns one endpoint into a loop tool that
 // validates the arguments against the schema before the call and turns
 // error replies, no responders and timeouts into error results the model
@@ -33,16 +33,25 @@
 // # Exactly-once effects
 //
 // A worker that dies while a tool call is in flight loses the reply; the
-// run's next owner calls the tool again with the same call id. With
-// [Config.Dedupe], the service keeps each call's reply by its call id in
-// a JetStream KV bucket for a window (24h by default):
+// run's next owner calls the tool again with the same run and call id.
+// With [Config.Dedupe], the service keeps each call's reply by its run id
+// and call id (a call id is unique only within its run) in a JetStream KV
+// bucket for a window (24h by default):
 //
-//	first call     create <tool>.<call id> = pending(lease) → run → store reply
-//	same id again  reply stored → answer it
-//	               pending, lease running → wait for the reply
-//	               pending, lease over (instance died) → take over and run
+//	first call      create <service>.<tool>.<digest of run and call id> = pending(lease, args) → run → store reply
+//	same ids again  other arguments → refuse it (CodeConflict), run nothing
+//	                reply stored → answer it
+//	                pending, lease running → wait for the reply
+//	                pending, lease over (instance died) → take over and run
 //
-// so the tool runs once per call id, also for the call in flight at a
-// worker's crash. Without dedupe, a tool with side effects must be
+// The instance running a call renews its lease every third of it
+// ([Dedupe.Lease], 15s by default), so a call may run for longer than the
+// lease, and a killed instance's call is taken over a lease after its
+// last renewal. A call the tool refused as invalid arguments frees its
+// key (nothing ran).
+//
+// so the tool runs once per call of a run, also for the call in flight at
+// a worker's crash. A call without a run id or a call id is not
+// deduplicated. Without dedupe, a tool with side effects must be
 // idempotent.
 package toolsvc

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -22,7 +23,10 @@ import (
 	"github.com/lovia-fleet/lovia/pkg/toolsvc"
 )
 
-const callerEnv = "LOVIA_TOOLSVC_CALLER"
+const (
+	callerEnv  = "LOVIA_TOOLSVC_CALLER"
+	serviceEnv = "LOVIA_TOOLSVC_SERVICE"
+)
 
 var appendInfo = toolsvc.ToolInfo{Name: "files__append", Service: "files", Tool: "append", Subject: "lovia.tools.files.append"}
 
@@ -47,6 +51,87 @@ func callerMain() int {
 		fmt.Println("reply", id, out, err)
 	}
 	return 0
+}
+
+// serviceMain is the service process of TestKilledServiceCallIsTakenOver:
+// files.append with the default dedupe, appending each line to the file
+// named by serviceEnv and then holding the call until the process dies.
+func serviceMain() int {
+	nc, err := nats.Connect(os.Getenv("NATS_URL"))
+	if err != nil {
+		fmt.Println("connect:", err)
+		return 1
+	}
+	defer nc.Close()
+	hold := loop.NewTool("append", "Append a line to the file.", func(ctx context.Context, _ *loop.RunContext, in lineIn) (string, error) {
+		f, err := os.OpenFile(os.Getenv(serviceEnv), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return "", err
+		}
+		_, err = fmt.Fprintln(f, in.Line)
+		_ = f.Close()
+		if err != nil {
+			return "", err
+		}
+		<-ctx.Done() // until the kill
+		return "", ctx.Err()
+	})
+	svc, err := toolsvc.New(toolsvc.Config{Conn: nc, Name: "files", Tools: []*loop.Tool{hold}, Dedupe: &toolsvc.Dedupe{}})
+	if err == nil {
+		err = svc.Start(context.Background())
+	}
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	select {}
+}
+
+// A service instance killed with SIGKILL while a call runs on it: its
+// claim is no longer renewed, so the same call made again is run by
+// another instance after the default lease (15s), not refused or left
+// waiting for minutes.
+func TestKilledServiceCallIsTakenOver(t *testing.T) {
+	t.Parallel()
+	srv, err := broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	nc, err := nats.Connect(srv.ClientURL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+
+	file := filepath.Join(t.TempDir(), "lines.txt")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), serviceEnv+"="+file, "NATS_URL="+srv.ClientURL())
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	discover(t, nc, "files", 1)
+	callOf := func(context.Context, *loop.RunContext) toolsvc.Call {
+		return toolsvc.Call{RunID: "run-1", CallID: "c1", Agent: "writer"}
+	}
+	tl := callerTool(t, nc, toolsvc.ServiceInfo{Tools: []toolsvc.ToolInfo{appendInfo}}, "files__append", callOf)
+	go func() { // its reply never comes
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, _ = tl.Func(ctx, nil, json.RawMessage(`{"line":"k"}`))
+	}()
+	require.Eventually(t, func() bool {
+		b, _ := os.ReadFile(file)
+		return string(b) == "k\n"
+	}, 30*time.Second, 5*time.Millisecond, "waiting for the call to run on the service process")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	_ = cmd.Wait()
+
+	var runs atomic.Int64
+	serve(t, toolsvc.Config{Conn: nc, Name: "files", Tools: counterTools(&runs, nil), Dedupe: &toolsvc.Dedupe{}})
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := tl.Func(ctx, nil, json.RawMessage(`{"line":"k"}`))
+	require.NoError(t, err, "the call made again after the instance running it was killed")
+	require.Equal(t, "appended k", out)
+	require.EqualValues(t, 1, runs.Load())
+	require.Less(t, time.Since(start), time.Minute, "the call waited for the dead instance's claim")
 }
 
 // A caller (a worker) killed with SIGKILL while its call runs: the call

@@ -8,9 +8,12 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	// The kill test re-executes this binary as a caller process.
+	// The kill tests re-execute this binary as a caller or a service process.
 	if os.Getenv(callerEnv) != "" {
 		os.Exit(callerMain())
+	}
+	if os.Getenv(serviceEnv) != "" {
+		os.Exit(serviceMain())
 	}
 	leaktest.VerifyTestMain(m)
 }

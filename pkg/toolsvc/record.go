@@ -9,6 +9,9 @@ import (
 // runs (with a lease another instance may take over after), then the reply.
 type record struct {
 	Done bool `json:"done"`
+	// Args is the digest of the call's arguments (argsDigest): the same
+	// run and call id with other arguments is another call, refused.
+	Args string `json:"args,omitempty"`
 	// Lease ends a pending record's claim on the call.
 	Lease time.Time `json:"lease,omitzero"`
 	// Body, Code and Description are the reply.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/loop"
 )
 
@@ -23,7 +25,8 @@ const (
 	DefaultPrefix  = "lovia"
 	DefaultVersion = "0.0.1"
 	DefaultWindow  = 24 * time.Hour
-	DefaultLease   = 5 * time.Minute
+	// DefaultLease is how long a call's claim holds without renewal.
+	DefaultLease = 15 * time.Second
 	// DefaultConcurrency is how many calls one instance runs at once.
 	DefaultConcurrency = 64
 )
@@ -44,9 +47,10 @@ type Config struct {
 	// Tools are the tools the service serves, one endpoint each
 	// (required, at least one).
 	Tools []*loop.Tool
-	// Dedupe keeps each call's reply by its Lovia-Call-Id, so a call made
-	// again (by a run's new owner after its worker died) is answered from
-	// the store instead of running twice. Nil: no dedupe.
+	// Dedupe keeps each call's reply by its Lovia-Run-Id and
+	// Lovia-Call-Id, so a call made again (by a run's new owner after its
+	// worker died) is answered from the store instead of running twice.
+	// A call without both headers is not deduplicated. Nil: no dedupe.
 	Dedupe *Dedupe
 	// Concurrency is how many calls the instance runs at once (default
 	// 64); further calls wait in the endpoint's subscription.
@@ -61,15 +65,17 @@ type Config struct {
 
 // Dedupe configures the call-id store of a service.
 type Dedupe struct {
-	// Bucket is the JetStream KV bucket (default <prefix>_tool_calls).
+	// Bucket is the JetStream KV bucket (default <prefix>_tool_calls, the
+	// prefix lower-cased as for the fleet's buckets).
 	Bucket string
 	// Window is how long a reply is kept (default 24h): a call made
 	// again after it runs again.
 	Window time.Duration
-	// Lease is how long a running call holds its call id (default: the
-	// tool's timeout, else 5m). A call made again while it runs waits for
-	// its reply; after the lease (the instance running it died) another
-	// instance runs it.
+	// Lease is how long a running call's claim holds without renewal
+	// (default 15s); the instance running it renews it every third of the
+	// lease. A call made again while it runs waits for its reply; once the
+	// claim is not renewed for a lease (the instance running it died, or
+	// was cut off from NATS that long) another instance runs it.
 	Lease time.Duration
 	// Replicas of the bucket when created (default 1).
 	Replicas int
@@ -90,11 +96,14 @@ func (c Config) withDefaults() Config {
 	}
 	if d := c.Dedupe; d != nil {
 		dd := *d
-		if dd.Bucket == "" {
-			dd.Bucket = c.Prefix + "_tool_calls"
+		if names, err := bus.NewNames(c.Prefix); dd.Bucket == "" && err == nil {
+			dd.Bucket = names.ToolCallsBucket()
 		}
 		if dd.Window <= 0 {
 			dd.Window = DefaultWindow
+		}
+		if dd.Lease <= 0 {
+			dd.Lease = DefaultLease
 		}
 		c.Dedupe = &dd
 	}
@@ -173,7 +182,7 @@ func (s *Service) Start(ctx context.Context) error {
 			Description: "lovia tool service replies by call id",
 		})
 		if err != nil {
-			return fmt.Errorf("toolsvc: dedupe bucket %s: %w", d.Bucket, err)
+			return fmt.Errorf("toolsvc: dedupe bucket %s: %w%s", d.Bucket, err, noAnswerHint(err, d.Bucket))
 		}
 		s.kv = kv
 	}
@@ -193,6 +202,15 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.svc = svc
 	return nil
+}
+
+// noAnswerHint says what to check when JetStream did not answer: on a
+// secured server a refused publish gets no reply, only a timeout.
+func noAnswerHint(err error, bucket string) string {
+	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
+		return ""
+	}
+	return fmt.Sprintf(" (JetStream did not answer: check that the server has JetStream enabled and that this user may use the JetStream API of KV_%s and publish to $KV.%s.>; a refused permission shows as a Violation in the server log)", bucket, bucket)
 }
 
 // Stop stops taking calls, lets the calls in flight answer (or ctx end,
@@ -253,11 +271,12 @@ func (s *Service) serve(t *loop.Tool, req micro.Request) {
 		ctx, cancel = context.WithTimeout(ctx, t.Timeout)
 		defer cancel()
 	}
-	callID := req.Headers().Get(HeaderCallID)
-	ctx, span := s.startServe(ctx, t, req, callID) // trace.go
+	h := req.Headers()
+	call := Call{RunID: h.Get(HeaderRunID), CallID: h.Get(HeaderCallID), Agent: h.Get(HeaderAgent)}
+	ctx, span := s.startServe(ctx, t, req, call.CallID) // trace.go
 	var rec record
-	if s.kv != nil && callID != "" {
-		rec = s.dedupe(ctx, t, callID, req.Data())
+	if s.kv != nil && call.RunID != "" && call.CallID != "" {
+		rec = s.dedupe(ctx, t, call, req.Data())
 	} else {
 		rec = run(ctx, t, req.Data())
 	}
@@ -265,16 +284,29 @@ func (s *Service) serve(t *loop.Tool, req micro.Request) {
 	s.respond(req, rec)
 }
 
+// respond publishes the reply to the request's reply subject itself: the
+// micro library reads a request's reply state (for its stats) as the
+// handler returns, and the handler returns before the call has run, so
+// answering through req from the call's goroutine would race with it.
+// An error reply carries the micro error headers, its description on one
+// line (a line break would end the header block).
 func (s *Service) respond(req micro.Request, rec record) {
-	var err error
-	if rec.Code != "" {
-		err = req.Error(rec.Code, rec.Description, rec.Body)
-	} else {
-		err = req.Respond(rec.Body)
+	if req.Reply() == "" {
+		return // published without a reply subject: nobody waits
 	}
-	if err != nil {
+	msg := &nats.Msg{Subject: req.Reply(), Data: rec.Body, Header: nats.Header{}}
+	if rec.Code != "" {
+		msg.Header.Set(micro.ErrorHeader, oneLine(rec.Description))
+		msg.Header.Set(micro.ErrorCodeHeader, rec.Code)
+	}
+	if err := s.cfg.Conn.PublishMsg(msg); err != nil {
 		s.cfg.Logger.Warn("tool service reply failed", "subject", req.Subject(), "error", err)
 	}
+}
+
+// oneLine replaces the line breaks of a header value with spaces.
+func oneLine(v string) string {
+	return strings.Join(strings.FieldsFunc(v, func(r rune) bool { return r == '\r' || r == '\n' }), " ")
 }
 
 // run calls the tool and turns its return into the reply: strings as

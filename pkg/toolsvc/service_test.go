@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lovia-fleet/lovia/pkg/broker"
@@ -254,14 +256,252 @@ func TestDedupe(t *testing.T) {
 		kv, err := js.KeyValue(context.Background(), "lovia_tool_calls")
 		require.NoError(t, err)
 		// What an instance that died while running call-3 left behind.
-		key := "append.Y2FsbC0z" // base64url("call-3")
-		_, err = kv.Create(context.Background(), key, []byte(fmt.Sprintf(`{"done":false,"lease":%q}`, time.Now().Add(-time.Second).Format(time.RFC3339Nano))))
+		key := toolsvc.CallKey("files", "append", toolsvc.Call{RunID: "r1", CallID: "call-3"})
+		_, err = kv.Create(context.Background(), key, []byte(fmt.Sprintf(`{"done":false,"args":%q,"lease":%q}`,
+			toolsvc.ArgsDigest([]byte(`{"line":"c"}`)), time.Now().Add(-time.Second).Format(time.RFC3339Nano))))
 		require.NoError(t, err)
 		out, err := invoke(withCall("call-3"), `{"line":"c"}`)
 		require.NoError(t, err)
 		require.Equal(t, "appended c", out)
 		require.EqualValues(t, 3, runs.Load())
 	})
+}
+
+// An instance stopped during a call cancels it: the caller is told to
+// call again, and the call made again runs (on another instance) instead
+// of getting the cancellation as the call's stored reply.
+func TestDedupeStopDuringCallRunsAgain(t *testing.T) {
+	t.Parallel()
+	nc := setup(t)
+	var runs atomic.Int64
+	s, err := toolsvc.New(toolsvc.Config{Conn: nc, Name: "stopsvc", Tools: counterTools(&runs, make(chan struct{})), Dedupe: &toolsvc.Dedupe{}})
+	require.NoError(t, err)
+	require.NoError(t, s.Start(context.Background()))
+	si := discover(t, nc, "stopsvc", 1)
+	tl := callerTool(t, nc, si, "stopsvc__append", func(context.Context, *loop.RunContext) toolsvc.Call {
+		return toolsvc.Call{RunID: "r1", CallID: "c1", Agent: "a"}
+	})
+	first := make(chan error, 1)
+	go func() { _, err := invoke(tl, `{"line":"a"}`); first <- err }()
+	require.Eventually(t, func() bool { return runs.Load() == 1 }, 10*time.Second, 5*time.Millisecond, "waiting for the call to run")
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	require.NoError(t, s.Stop(ctx), "a stop whose ctx ends cancels the call in flight")
+	err = <-first
+	require.ErrorContains(t, err, "stopped during the call")
+
+	serve(t, toolsvc.Config{Conn: nc, Name: "stopsvc", Tools: counterTools(&runs, nil), Dedupe: &toolsvc.Dedupe{}})
+	require.Eventually(t, func() bool {
+		out, err := invoke(tl, `{"line":"a"}`)
+		return err == nil && out == "appended a"
+	}, 10*time.Second, 20*time.Millisecond, "waiting for the call made again to run on the new instance")
+	require.EqualValues(t, 2, runs.Load())
+}
+
+// A reply too large to keep is answered once; the call made again is
+// told it ran, and does not run a second time.
+func TestDedupeReplyTooLargeToKeep(t *testing.T) {
+	t.Parallel()
+	nc := setup(t)
+	var runs atomic.Int64
+	big := loop.NewTool("big", "A large reply.", func(context.Context, *loop.RunContext, struct{}) (string, error) {
+		runs.Add(1)
+		return strings.Repeat("x", int(nc.MaxPayload())*3/4), nil
+	})
+	serve(t, toolsvc.Config{Conn: nc, Name: "bigsvc", Tools: []*loop.Tool{big}, Dedupe: &toolsvc.Dedupe{Lease: time.Second}})
+	si := discover(t, nc, "bigsvc", 1)
+	tl := callerTool(t, nc, si, "bigsvc__big", func(context.Context, *loop.RunContext) toolsvc.Call {
+		return toolsvc.Call{RunID: "r1", CallID: "c1", Agent: "a"}
+	})
+	out, err := invoke(tl, `{}`)
+	require.NoError(t, err)
+	require.Len(t, out, int(nc.MaxPayload())*3/4)
+	_, err = invoke(tl, `{}`)
+	require.ErrorContains(t, err, "too large for the dedupe store")
+	require.EqualValues(t, 1, runs.Load())
+}
+
+// A call that runs longer than its lease keeps its claim: its instance
+// renews it, so the same call made meanwhile waits for the reply instead of
+// taking the call over and running the tool a second time.
+func TestDedupeLongCallKeepsItsClaim(t *testing.T) {
+	t.Parallel()
+	nc := setup(t)
+	var runs atomic.Int64
+	gate := make(chan struct{})
+	const lease = 3 * time.Second
+	serve(t, toolsvc.Config{Conn: nc, Name: "slowsvc", Tools: counterTools(&runs, gate), Dedupe: &toolsvc.Dedupe{Lease: lease}})
+	si := discover(t, nc, "slowsvc", 1)
+	tl := callerTool(t, nc, si, "slowsvc__append", func(context.Context, *loop.RunContext) toolsvc.Call {
+		return toolsvc.Call{RunID: "r1", CallID: "c1", Agent: "a"}
+	})
+	call := func(out chan<- any) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		v, err := tl.Func(ctx, nil, json.RawMessage(`{"line":"a"}`))
+		if err != nil {
+			v = err
+		}
+		out <- v
+	}
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	kv, err := js.KeyValue(context.Background(), "lovia_tool_calls")
+	require.NoError(t, err)
+	key := toolsvc.CallKey("slowsvc", "append", toolsvc.Call{RunID: "r1", CallID: "c1"})
+	// renewals waits until the claim was written n more times after now:
+	// each renewal is a third of the lease apart, so three are a lease.
+	renewals := func(n uint64, what string) {
+		t.Helper()
+		e, err := kv.Get(context.Background(), key)
+		require.NoError(t, err)
+		from := e.Revision()
+		require.Eventually(t, func() bool {
+			e, err := kv.Get(context.Background(), key)
+			return err == nil && e.Revision() >= from+n
+		}, 30*time.Second, 20*time.Millisecond, "waiting for the running call's claim to be renewed %d times (%s)", n, what)
+	}
+
+	first, second := make(chan any, 1), make(chan any, 1)
+	go call(first)
+	require.Eventually(t, func() bool { return runs.Load() == 1 }, 10*time.Second, 5*time.Millisecond, "waiting for the call to run")
+	renewals(4, "more than a lease passes while the tool runs")
+	go call(second)
+	renewals(4, "the same call made again waits more than a lease")
+	require.EqualValues(t, 1, runs.Load(), "the same call ran again while the first still ran")
+	close(gate)
+	require.Equal(t, "appended a", <-first)
+	require.Equal(t, "appended a", <-second)
+	require.EqualValues(t, 1, runs.Load())
+}
+
+// A call the tool refused (invalid arguments) ran nothing: it frees its
+// key, so the same ids with arguments the tool takes run.
+func TestDedupeRefusedCallFreesItsKey(t *testing.T) {
+	t.Parallel()
+	nc := setup(t)
+	var runs atomic.Int64
+	serve(t, toolsvc.Config{Conn: nc, Name: "strict", Tools: counterTools(&runs, nil), Dedupe: &toolsvc.Dedupe{}})
+	discover(t, nc, "strict", 1)
+	req := func(body string) *nats.Msg {
+		t.Helper()
+		msg := &nats.Msg{Subject: "lovia.tools.strict.append", Data: []byte(body),
+			Header: nats.Header{toolsvc.HeaderRunID: []string{"r1"}, toolsvc.HeaderCallID: []string{"c1"}}}
+		reply, err := nc.RequestMsg(msg, 10*time.Second)
+		require.NoError(t, err)
+		return reply
+	}
+	reply := req(`{"line": 7}`)
+	require.Equal(t, toolsvc.CodeInvalidArguments, reply.Header.Get("Nats-Service-Error-Code"))
+	require.Equal(t, "appended ok", string(req(`{"line":"ok"}`).Data))
+	require.Equal(t, "appended ok", string(req(`{"line":"ok"}`).Data), "the reply of the call that ran is kept")
+	require.EqualValues(t, 1, runs.Load())
+}
+
+// A call id is unique only within its run: the dedupe keys a reply by
+// the run and the call id, refuses the same ids with other arguments, and
+// leaves a call without a run id alone.
+func TestDedupeKeysByRunAndCall(t *testing.T) {
+	t.Parallel()
+	nc := setup(t)
+	var runs atomic.Int64
+	serve(t, toolsvc.Config{Conn: nc, Name: "gosvc", Tools: counterTools(&runs, nil), Dedupe: &toolsvc.Dedupe{}})
+	si := discover(t, nc, "gosvc", 1)
+	call := func(runID, callID, args string) (any, error) {
+		return invoke(callerTool(t, nc, si, "gosvc__append", func(context.Context, *loop.RunContext) toolsvc.Call {
+			return toolsvc.Call{RunID: runID, CallID: callID, Agent: "a"}
+		}), args)
+	}
+	raw := func(hdr nats.Header, body string) *nats.Msg {
+		t.Helper()
+		msg := &nats.Msg{Subject: "lovia.tools.gosvc.append", Header: hdr, Data: []byte(body)}
+		reply, err := nc.RequestMsg(msg, 10*time.Second)
+		require.NoError(t, err)
+		return reply
+	}
+
+	t.Run("two runs with one call id each run the tool and get their own reply", func(t *testing.T) {
+		before := runs.Load()
+		out, err := call("run-gp", "c1", `{"line":"from-gp"}`)
+		require.NoError(t, err)
+		require.Equal(t, "appended from-gp", out)
+		out, err = call("run-gq", "c1", `{"line":"from-gq"}`)
+		require.NoError(t, err)
+		require.Equal(t, "appended from-gq", out, "run-gq got another run's reply")
+		require.Equal(t, before+2, runs.Load())
+	})
+	t.Run("the same run and call id again answer the stored reply, however the JSON is laid out", func(t *testing.T) {
+		before := runs.Load()
+		out, err := call("run-gp", "c1", "{ \"line\" :  \"from-gp\" }")
+		require.NoError(t, err)
+		require.Equal(t, "appended from-gp", out)
+		require.Equal(t, before, runs.Load())
+	})
+	t.Run("the same run and call id with other arguments are refused", func(t *testing.T) {
+		before := runs.Load()
+		_, err := call("run-gp", "c1", `{"line":"other"}`)
+		require.ErrorIs(t, err, toolsvc.ErrCallConflict)
+		var te *loop.ToolError
+		require.ErrorAs(t, err, &te)
+		require.Contains(t, te.Message, `call id "c1" of run "run-gp" was used by an earlier call with other arguments`)
+		require.Equal(t, before, runs.Load())
+		out, err := call("run-gp", "c1", `{"line":"from-gp"}`)
+		require.NoError(t, err)
+		require.Equal(t, "appended from-gp", out, "the earlier reply stays")
+	})
+	t.Run("a run id and a call id that join to the same text are two calls", func(t *testing.T) {
+		before := runs.Load()
+		_, err := call("ab", "c", `{"line":"1"}`)
+		require.NoError(t, err)
+		out, err := call("a", "bc", `{"line":"2"}`)
+		require.NoError(t, err)
+		require.Equal(t, "appended 2", out)
+		require.Equal(t, before+2, runs.Load())
+	})
+	t.Run("a call without a run id is not deduplicated", func(t *testing.T) {
+		before := runs.Load()
+		hdr := nats.Header{toolsvc.HeaderCallID: []string{"zz"}}
+		require.Equal(t, "appended x", string(raw(hdr, `{"line":"x"}`).Data))
+		require.Equal(t, "appended y", string(raw(hdr, `{"line":"y"}`).Data))
+		require.Equal(t, "appended y", string(raw(hdr, `{"line":"y"}`).Data))
+		require.Equal(t, before+3, runs.Load())
+	})
+	t.Run("a raw call with both headers is deduplicated", func(t *testing.T) {
+		before := runs.Load()
+		hdr := nats.Header{toolsvc.HeaderRunID: []string{"raw-run"}, toolsvc.HeaderCallID: []string{"zz"}}
+		require.Equal(t, "appended x", string(raw(hdr, `{"line":"x"}`).Data))
+		require.Equal(t, "appended x", string(raw(hdr, `{"line":"x"}`).Data))
+		reply := raw(hdr, `{"line":"y"}`)
+		require.Equal(t, toolsvc.CodeConflict, reply.Header.Get("Nats-Service-Error-Code"))
+		require.Contains(t, reply.Header.Get("Nats-Service-Error"), "give each call its own Lovia-Call-Id")
+		require.Equal(t, before+1, runs.Load())
+	})
+}
+
+// Error replies answered from the calls' goroutines, many at once (under
+// -race: the micro library reads a request's reply state as its handler
+// returns), and an error whose text spans lines: it arrives on one line,
+// and the reply's other headers intact.
+func TestErrorReplies(t *testing.T) {
+	t.Parallel()
+	nc := setup(t)
+	multi := loop.NewTool("multi", "Fails over two lines.", func(context.Context, *loop.RunContext, struct{}) (string, error) {
+		return "", &loop.ToolError{Tool: "multi", Message: "line one\r\nline two\nNats-Service-Error-Code: 200"}
+	})
+	serve(t, toolsvc.Config{Conn: nc, Name: "errsvc", Tools: []*loop.Tool{multi}})
+	discover(t, nc, "errsvc", 1)
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			reply, err := nc.Request("lovia.tools.errsvc.multi", []byte(`{}`), 10*time.Second)
+			if !assert.NoError(t, err) {
+				return
+			}
+			assert.Equal(t, toolsvc.CodeToolError, reply.Header.Get("Nats-Service-Error-Code"))
+			assert.Equal(t, []string{"line one line two Nats-Service-Error-Code: 200"}, reply.Header.Values("Nats-Service-Error"))
+		})
+	}
+	wg.Wait()
 }
 
 func TestConfigErrors(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -35,6 +36,8 @@ var roleUsers = map[string]string{
 	"submitter": "LOVIA_SUBMITTER_PASSWORD",
 	"tail":      "LOVIA_TAIL_PASSWORD",
 	"approver":  "LOVIA_APPROVER_PASSWORD",
+	"operator":  "LOVIA_OPERATOR_PASSWORD",
+	"tools":     "LOVIA_TOOLS_PASSWORD",
 	"admin":     "LOVIA_ADMIN_PASSWORD",
 }
 
@@ -59,7 +62,7 @@ func TestPermissions(t *testing.T) {
 		return u.String()
 	}
 
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 
 	// The gateway alone first: it provisions the streams and buckets and
@@ -67,6 +70,10 @@ func TestPermissions(t *testing.T) {
 	agents := filepath.Join(t.TempDir(), "agents.yaml")
 	require.NoError(t, os.WriteFile(agents, []byte(agentsYAML), 0o600))
 	startCommand(t, "lovia gateway on ", "gateway", "--nats", userURL("gateway"), "--http", "127.0.0.1:0", "--agents", agents)
+	// The operator fills the agents registry before any worker ran (none
+	// has created the fleet bucket its command reads yet).
+	registryAgents := writeRegistryAgents(t)
+	require.Contains(t, runAs(t, ctx, userURL("operator"), log, "agents", "apply", registryAgents), "created   planner")
 
 	sub := connectAs(t, userURL("submitter"))
 	c, err := client.New(sub, client.Options{})
@@ -176,6 +183,10 @@ func TestPermissions(t *testing.T) {
 	var apiErr *bus.APIError
 	require.ErrorAs(t, err, &apiErr, "status of a run nobody could submit")
 	require.Equal(t, bus.TypeNotFound, apiErr.Type)
+	log.forget("/user:tail")
+	log.forget("/user:approver")
+
+	checkFeaturesUnderRoles(t, ctx, userURL, log, c, registryAgents)
 }
 
 // agentsYAML is the agents file of the test's gateway and worker: the demo
@@ -384,4 +395,57 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// TestPermissionsCoverEveryAsset reads permissions.conf and checks that
+// every KV bucket and object store the code names (each bus.Names method
+// ending in Bucket, found by reflection, so a new one is checked without
+// touching this test) can be written by some role, and every stream
+// (each method ending in Stream) reached through the JetStream API: a
+// feature whose store no role may write fails here, not in production
+// with a publish violation and a timeout.
+func TestPermissionsCoverEveryAsset(t *testing.T) {
+	for user, env := range roleUsers { // the file reads them; not parallel
+		t.Setenv(env, "pw-"+user)
+	}
+	opts, err := server.ProcessConfigFile(permissionsConf)
+	require.NoError(t, err)
+	allowed := func(subject string) []string {
+		var who []string
+		for _, u := range opts.Users {
+			p := u.Permissions
+			if p == nil || p.Publish == nil {
+				continue
+			}
+			match := func(filters []string) bool {
+				return slices.ContainsFunc(filters, func(f string) bool { return server.SubjectMatchesFilter(subject, f) })
+			}
+			if match(p.Publish.Allow) && !match(p.Publish.Deny) {
+				who = append(who, u.Username)
+			}
+		}
+		return who
+	}
+	names, err := bus.NewNames("")
+	require.NoError(t, err)
+	v := reflect.ValueOf(names)
+	var buckets, streams int
+	for i := range v.NumMethod() {
+		m := v.Type().Method(i)
+		if m.Type.NumIn() != 1 || m.Type.NumOut() != 1 || m.Type.Out(0).Kind() != reflect.String {
+			continue
+		}
+		name := v.Method(i).Call(nil)[0].String()
+		switch {
+		case strings.HasSuffix(m.Name, "Bucket"):
+			buckets++
+			kv, obj := allowed("$KV."+name+".key"), allowed("$O."+name+".M.key")
+			require.True(t, len(kv)+len(obj) > 0, "%s: no role may write %s (bus.Names.%s): allow $KV.%s.> or $O.%s.> to the roles that use it", permissionsConf, name, m.Name, name, name)
+		case strings.HasSuffix(m.Name, "Stream"):
+			streams++
+			require.NotEmpty(t, allowed("$JS.API.STREAM.INFO."+name), "%s: no role may reach stream %s (bus.Names.%s)", permissionsConf, name, m.Name)
+		}
+	}
+	require.GreaterOrEqual(t, buckets, 10, "bus.Names bucket methods found")
+	require.GreaterOrEqual(t, streams, 4, "bus.Names stream methods found")
 }

@@ -151,4 +151,22 @@ func TestAgentCallsNodeToolService(t *testing.T) {
 	// The service's error reply is an error result the model sees.
 	require.True(t, res[1].IsError)
 	require.Contains(t, res[1].Output, "nothing to shout: give some text")
+
+	// A raw caller may send anything: the service answers 400 naming what
+	// is wrong, and keeps serving.
+	for _, tc := range []struct{ body, want string }{
+		{`not json`, "the arguments must be a JSON object"},
+		{`42`, "the arguments must be a JSON object"},
+		{`null`, "the arguments must be a JSON object"},
+		{`{}`, `"text" is required`},
+		{`{"text": 7}`, `"text" must be a string`},
+	} {
+		reply, err := nc.Request("lovia.tools.texttools.shout", []byte(tc.body), 10*time.Second)
+		require.NoError(t, err, "raw call with %s", tc.body)
+		require.Equal(t, toolsvc.CodeInvalidArguments, reply.Header.Get(bus.HeaderServiceErrorCode), "raw call with %s", tc.body)
+		require.Contains(t, reply.Header.Get(bus.HeaderServiceError), tc.want, "raw call with %s", tc.body)
+	}
+	reply, err := nc.Request("lovia.tools.texttools.shout", []byte(`{"text":"hi"}`), 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "HI!", string(reply.Data), "the service serves on after bad calls")
 }
