@@ -19,10 +19,12 @@ import (
 	"github.com/lovia-fleet/lovia/pkg/tools"
 )
 
-const agentsUsage = `apply FILE [--prune] | ls | get NAME [--revision N] | history NAME | rm NAME
+const agentsUsage = `apply FILE [--prune] | check FILE | ls [--json] | get NAME [--revision N] | history NAME [--json] | rm NAME
 
 The agents registry: agent definitions (the agents-file schema) in the
-fleet's KV bucket, served by workers started with --registry.`
+fleet's KV bucket, served by workers started with --registry. check
+validates an agents file offline, with no NATS (the tools of MCP servers
+and tool services are checked when a worker starts).`
 
 // runAgents is `lovia agents`: the agents registry.
 func runAgents(ctx context.Context, env *Env, args []string) int {
@@ -35,8 +37,16 @@ func runAgents(ctx context.Context, env *Env, args []string) int {
 		return ExitUsage
 	}
 	if code, ok := subcommand(env, fs, "agents", agentsUsage, pos,
-		subcmd{"apply", 2}, subcmd{"ls", 1}, subcmd{"get", 2}, subcmd{"history", 2}, subcmd{"rm", 2}); !ok {
+		subcmd{"apply", 2}, subcmd{"check", 2}, subcmd{"ls", 1}, subcmd{"get", 2}, subcmd{"history", 2}, subcmd{"rm", 2}); !ok {
 		return code
+	}
+	if pos[0] == "check" {
+		names, err := checkAgentsFile(env, pos[1], ".")
+		if err != nil {
+			return fail(env.Stderr, err)
+		}
+		fmt.Fprintf(env.Stdout, "agents file %s is valid: %d agent%s (%s)\n", pos[1], len(names), plural(len(names)), strings.Join(names, ", "))
+		return ExitOK
 	}
 	nc, err := nf.connect("agents")
 	if err != nil {

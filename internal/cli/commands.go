@@ -9,7 +9,10 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/client"
 	"github.com/lovia-fleet/lovia/pkg/loop"
 )
 
@@ -57,61 +60,77 @@ func subcommand(env *Env, fs *flag.FlagSet, cmd, usage string, pos []string, sub
 
 // runRun submits a run and streams it.
 func runRun(ctx context.Context, env *Env, args []string) int {
-	fs := flagSet(env, "run", "[--nats URL] [--agent NAME] [--session ID] [--json] INPUT")
+	fs := flagSet(env, "run", "[--nats URL] [--agent NAME] [--session ID] [--run-id ID] [--if-run-exists P] [--metadata K=V]... [--json] (INPUT... | - | --input-file FILE)")
 	nf := addNATSFlags(fs, env)
-	agent := fs.String("agent", "demo", "agent to run")
-	session := fs.String("session", "", "session id to load and append to")
+	sf := addSubmitFlags(fs)
 	asJSON := fs.Bool("json", false, "print one event envelope per line")
 	pos, ok := parse(fs, args)
 	if !ok {
 		return ExitUsage
 	}
-	if len(pos) == 0 {
-		return usageErr(env, fs, "INPUT is required")
+	req, err := sf.request(pos, env.Stdin)
+	if err != nil {
+		return usageErr(env, fs, err.Error())
 	}
 	c, nc, err := nf.client("run")
 	if err != nil {
 		return fail(env.Stderr, err)
 	}
 	defer nc.Close()
-	rctx, cancel := requestCtx(ctx)
-	rep, err := c.Submit(rctx, &bus.RunRequest{Agent: *agent, SessionID: *session, Input: bus.TextInput(strings.Join(pos, " "))})
-	cancel()
+	rep, err := submit(ctx, c, req)
 	if err != nil {
 		return fail(env.Stderr, err)
 	}
 	if rep.Replayed && rep.Result != nil {
+		if !*asJSON {
+			fmt.Fprintf(env.Stderr, "run %s had completed: its stored output (lovia tail %s shows its events)\n", rep.RunID, rep.RunID)
+		}
 		printJSON(env, rep.Result.Output)
 		return ExitOK
 	}
 	if !*asJSON {
 		fmt.Fprintf(env.Stderr, "run %s (agent %s)\n", rep.RunID, rep.Agent)
 	}
-	return follow(ctx, env, c, rep.RunID, *asJSON, true, bufio.NewReader(env.Stdin))
+	// The approvals are asked on the terminal; an input read from stdin
+	// leaves nothing there to answer them with (they are rejected).
+	var answers *bufio.Reader
+	if env.Stdin != nil && !(sf.inputFile == "-" || len(pos) == 1 && pos[0] == "-") {
+		answers = bufio.NewReader(env.Stdin)
+	}
+	return follow(ctx, env, c, rep.RunID, *asJSON, true, answers)
+}
+
+// submit sends a run request, saying what to do about one too large for
+// the server.
+func submit(ctx context.Context, c *client.Client, req *bus.RunRequest) (*bus.SubmitReply, error) {
+	rctx, cancel := requestCtx(ctx)
+	defer cancel()
+	rep, err := c.Submit(rctx, req)
+	if errors.Is(err, nats.ErrMaxPayload) {
+		return nil, fmt.Errorf("the run request (%d KiB of input) is larger than the NATS server's max_payload: shorten the input, or raise max_payload in the server's configuration", len(req.Input.Text)/1024)
+	}
+	return rep, err
 }
 
 // runSubmit submits a run and prints its id.
 func runSubmit(ctx context.Context, env *Env, args []string) int {
-	fs := flagSet(env, "submit", "[--nats URL] [--agent NAME] [--session ID] INPUT")
+	fs := flagSet(env, "submit", "[--nats URL] [--agent NAME] [--session ID] [--run-id ID] [--if-run-exists P] [--metadata K=V]... (INPUT... | - | --input-file FILE)")
 	nf := addNATSFlags(fs, env)
-	agent := fs.String("agent", "demo", "agent to run")
-	session := fs.String("session", "", "session id to load and append to")
-	runID := fs.String("run-id", "", "run id (default: generated)")
+	sf := addSubmitFlags(fs)
 	pos, ok := parse(fs, args)
 	if !ok {
 		return ExitUsage
 	}
-	if len(pos) == 0 {
-		return usageErr(env, fs, "INPUT is required")
+	req, err := sf.request(pos, env.Stdin)
+	if err != nil {
+		return usageErr(env, fs, err.Error())
 	}
 	c, nc, err := nf.client("submit")
 	if err != nil {
 		return fail(env.Stderr, err)
 	}
 	defer nc.Close()
-	rctx, cancel := requestCtx(ctx)
-	defer cancel()
-	rep, err := c.Submit(rctx, &bus.RunRequest{RunID: *runID, Agent: *agent, SessionID: *session, Input: bus.TextInput(strings.Join(pos, " "))})
+	rep, err := submit(ctx, c, req)
 	if err != nil {
 		return fail(env.Stderr, err)
 	}
@@ -150,8 +169,9 @@ func runTail(ctx context.Context, env *Env, args []string) int {
 
 // runStatus prints a run's status.
 func runStatus(ctx context.Context, env *Env, args []string) int {
-	fs := flagSet(env, "status", "[--nats URL] RUN_ID")
+	fs := flagSet(env, "status", "[--nats URL] [--json] RUN_ID")
 	nf := addNATSFlags(fs, env)
+	asJSON := fs.Bool("json", false, "print the reply as JSON")
 	pos, ok := parse(fs, args)
 	if !ok {
 		return ExitUsage
@@ -170,14 +190,19 @@ func runStatus(ctx context.Context, env *Env, args []string) int {
 	if err != nil {
 		return fail(env.Stderr, err)
 	}
-	printJSON(env, st)
+	if *asJSON {
+		printJSON(env, st)
+	} else {
+		printStatus(env.Stdout, st)
+	}
 	return ExitOK
 }
 
 // runCancel asks a run to stop.
 func runCancel(ctx context.Context, env *Env, args []string) int {
-	fs := flagSet(env, "cancel", "[--nats URL] [--reason TEXT] RUN_ID")
+	fs := flagSet(env, "cancel", "[--nats URL] [--reason TEXT] [--json] RUN_ID")
 	nf := addNATSFlags(fs, env)
+	asJSON := fs.Bool("json", false, "print the reply as JSON")
 	reason := fs.String("reason", "cancelled from the command line", "cancel reason")
 	pos, ok := parse(fs, args)
 	if !ok {
@@ -197,16 +222,24 @@ func runCancel(ctx context.Context, env *Env, args []string) int {
 	if err != nil {
 		return fail(env.Stderr, err)
 	}
-	printJSON(env, rep)
+	switch {
+	case *asJSON:
+		printJSON(env, rep)
+	case rep.Cancelled:
+		fmt.Fprintf(env.Stdout, "run %s cancelled: it ends with run_failed (Cancelled) at its next step\n", rep.RunID)
+	default:
+		fmt.Fprintf(env.Stdout, "run %s had already ended (%s): nothing to cancel\n", rep.RunID, rep.Status)
+	}
 	return ExitOK
 }
 
 // runApprove decides a gated call.
 func runApprove(ctx context.Context, env *Env, args []string) int {
-	fs := flagSet(env, "approve", "[--nats URL] [--reject] [--reason TEXT] RUN_ID CALL_ID")
+	fs := flagSet(env, "approve", "[--nats URL] [--reject] [--reason TEXT] [--json] RUN_ID CALL_ID")
 	nf := addNATSFlags(fs, env)
 	reject := fs.Bool("reject", false, "reject the call instead of approving it")
 	reason := fs.String("reason", "", "reason recorded with the decision")
+	asJSON := fs.Bool("json", false, "print the reply as JSON")
 	pos, ok := parse(fs, args)
 	if !ok {
 		return ExitUsage
@@ -229,7 +262,17 @@ func runApprove(ctx context.Context, env *Env, args []string) int {
 	if err != nil {
 		return fail(env.Stderr, err)
 	}
-	printJSON(env, rep)
+	if *asJSON {
+		printJSON(env, rep)
+	}
+	if !rep.Accepted {
+		// Another decision came first: this one changed nothing.
+		return fail(env.Stderr, fmt.Errorf("call %s of run %s was already decided: %s; this decision (%s) was not applied (lovia runs describe %s shows the run)",
+			rep.CallID, rep.RunID, decisionText(rep.Decision, rep.Reason), decisionText(d, *reason), rep.RunID))
+	}
+	if !*asJSON {
+		fmt.Fprintf(env.Stdout, "call %s of run %s: %s\n", rep.CallID, rep.RunID, decisionText(rep.Decision, rep.Reason))
+	}
 	return ExitOK
 }
 
@@ -266,8 +309,9 @@ func runInject(ctx context.Context, env *Env, args []string) int {
 
 // runSession shows a session.
 func runSession(ctx context.Context, env *Env, args []string) int {
-	fs := flagSet(env, "session", "show [--nats URL] SESSION_ID")
+	fs := flagSet(env, "session", "show [--nats URL] [--json] SESSION_ID")
 	nf := addNATSFlags(fs, env)
+	asJSON := fs.Bool("json", false, "print the reply as JSON")
 	pos, ok := parse(fs, args)
 	if !ok {
 		return ExitUsage
@@ -286,6 +330,23 @@ func runSession(ctx context.Context, env *Env, args []string) int {
 	if err != nil {
 		return fail(env.Stderr, err)
 	}
-	printJSON(env, rep)
+	if *asJSON {
+		printJSON(env, rep)
+	} else {
+		printSession(env.Stdout, rep)
+	}
 	return ExitOK
+}
+
+// decisionText is a decision and its reason, for people: "rejected
+// (too risky)", "approved".
+func decisionText(d loop.Decision, reason string) string {
+	text := string(d) + "d"
+	if d == loop.Reject {
+		text = "rejected"
+	}
+	if reason != "" {
+		text += " (" + reason + ")"
+	}
+	return text
 }

@@ -164,6 +164,12 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 		return fail(env.Stderr, err)
 	}
 	defer stopTracing() // last: after the worker's Stop
+	if wf.agents != "" {
+		// A typo is said at once, before waiting on a server.
+		if _, err := checkAgentsFile(env, wf.agents, wf.workspace); err != nil {
+			return fail(env.Stderr, err)
+		}
+	}
 	nc, err := nf.connect("worker")
 	if err != nil {
 		return fail(env.Stderr, err)
@@ -293,6 +299,12 @@ func runDev(ctx context.Context, env *Env, args []string) int {
 		return fail(env.Stderr, err)
 	}
 	defer stopTracing() // last: after every component stopped
+	if wf.agents != "" {
+		// A typo is said at once, before the server starts.
+		if _, err := checkAgentsFile(env, wf.agents, wf.workspace); err != nil {
+			return fail(env.Stderr, err)
+		}
+	}
 	if err := os.MkdirAll(*data, 0o755); err != nil {
 		return fail(env.Stderr, err)
 	}

@@ -67,7 +67,7 @@ func New(cfg Config) (*Manager, error) {
 // Add creates schedule s; it refuses a name in use (ErrExists). Its first
 // fire is at At, an Every after now, or on the next cron match.
 func (m *Manager) Add(ctx context.Context, s Schedule) (Schedule, error) {
-	s.Paused = false
+	s.Paused, s.Next = false, time.Time{}
 	s.At = s.At.Truncate(time.Second)
 	if err := s.Validate(m.now()); err != nil {
 		return Schedule{}, err
@@ -87,6 +87,8 @@ func (m *Manager) Add(ctx context.Context, s Schedule) (Schedule, error) {
 		}
 		return Schedule{}, m.publishError("add", s.Name, err)
 	}
+	now := m.now()
+	s.Next = s.NextFire(now, now)
 	return s, nil
 }
 
@@ -192,6 +194,8 @@ func (m *Manager) setPaused(ctx context.Context, name string, paused bool) (Sche
 		}
 		return Schedule{}, m.publishError(op, name, err)
 	}
+	now := m.now()
+	s.Next = s.NextFire(now, now)
 	return s, nil
 }
 
@@ -261,6 +265,9 @@ func (m *Manager) get(ctx context.Context, name string) (Schedule, uint64, error
 		return Schedule{}, 0, fmt.Errorf("schedule: get %s: %w", name, err)
 	}
 	s, err := decode(name, raw)
+	if err == nil {
+		s.Next = s.NextFire(raw.Time, m.now())
+	}
 	return s, raw.Sequence, err
 }
 

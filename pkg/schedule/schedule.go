@@ -32,6 +32,9 @@ type Schedule struct {
 	TimeZone string `json:"time_zone,omitempty"`
 	// Paused is set on listed schedules that are paused; Add ignores it.
 	Paused bool `json:"paused,omitempty"`
+	// Next is when a listed schedule fires next (omitted when paused or
+	// done: an @at that fired); Add ignores it.
+	Next time.Time `json:"next,omitzero"`
 }
 
 // Duration is a time.Duration written as a Go duration string ("90s").
@@ -74,11 +77,12 @@ func (s *Schedule) Validate(now time.Time) error {
 	if s.Name == "" {
 		return invalid("name", "is required", nameHint)
 	}
-	if err := bus.ValidateID("name", s.Name); err != nil {
-		return invalid("name", bus.ErrorFor(err).Message, nameHint)
-	}
+	// The length first: the id rules' own messages say 1–128.
 	if len(s.Name) > bus.MaxScheduleNameLen {
 		return invalid("name", "longer than 100 characters", nameHint)
+	}
+	if err := bus.ValidateID("name", s.Name); err != nil {
+		return invalid("name", strings.ReplaceAll(bus.ErrorFor(err).Message, "1–128", "1–100"), nameHint)
 	}
 	if s.Agent == "" {
 		return invalid("agent", "is required", "name the agent each fire runs (--agent)")
@@ -125,6 +129,9 @@ func (s *Schedule) Validate(now time.Time) error {
 			return invalid("every", "the interval "+time.Duration(s.Every).String()+" is not whole seconds", "use whole seconds: 90s, 15m, 24h")
 		}
 	default:
+		if strings.HasPrefix(s.Cron, "@every") || strings.HasPrefix(s.Cron, "@at") {
+			return invalid("cron", quote(s.Cron)+" is not a cron expression", "an interval is --every 2s (every), a single time --at 2026-12-24T18:00:00Z (at); cron takes six fields or @hourly, @daily, @weekly, @monthly")
+		}
 		if !predefined[s.Cron] && len(strings.Fields(s.Cron)) != 6 {
 			return invalid("cron", quote(s.Cron)+" has "+strconv.Itoa(len(strings.Fields(s.Cron)))+" fields, want 6",
 				"the cron expression starts with seconds: \"0 30 9 * * 1-5\" is 09:30:00 on weekdays; or use @hourly, @daily, @weekly, @monthly")
