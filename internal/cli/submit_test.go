@@ -137,7 +137,13 @@ func TestRunsOfASchedule(t *testing.T) {
 		code := Main(ctx, args, strings.NewReader(""), &out, &errb, env)
 		return out.String(), errb.String(), code
 	}
-	_, errs, code := lovia("schedule", "add", "tick", "--agent", "demo", "--input", "What is 2*3?", "--every", "1s")
+	// The agents the fleet serves from its agents files are listed, the
+	// registry being empty.
+	out, errs, code := lovia("agents", "ls")
+	require.Equal(t, ExitOK, code, errs)
+	require.Regexp(t, `demo\s+workers\s+-\s+demo\s+calculator,time_now\s+2\n`, out)
+
+	_, errs, code = lovia("schedule", "add", "tick", "--agent", "demo", "--input", "What is 2*3?", "--every", "1s")
 	require.Equal(t, ExitOK, code, errs)
 	_, errs, code = lovia("schedule", "add", "tick-2", "--agent", "demo", "--input", "What time is it?", "--every", "1h")
 	require.Equal(t, ExitOK, code, errs)
@@ -158,7 +164,7 @@ func TestRunsOfASchedule(t *testing.T) {
 	for _, r := range list.Runs {
 		require.True(t, strings.HasPrefix(r.RunID, "sched-tick-"), r.RunID)
 	}
-	out, errs, code := lovia("runs", "describe", list.Runs[0].RunID)
+	out, errs, code = lovia("runs", "describe", list.Runs[0].RunID)
 	require.Equal(t, ExitOK, code, errs)
 	require.Contains(t, out, "metadata  schedule=tick")
 	out, errs, code = lovia("runs", "list", "--schedule", "tick-2")

@@ -66,6 +66,12 @@ func (a *API) checkAgent(ctx context.Context, agent string) error {
 	if len(live) > 0 {
 		hint = "use one of the agents the fleet serves: " + strings.Join(live, ", ") + "; or start a worker whose agents file defines " + agent
 	}
+	if a.registryFleet(ctx) {
+		hint = "define it in the agents registry: lovia agents apply FILE (the registry's workers serve it within a second)"
+		if len(live) > 0 {
+			hint = "use one of the agents the fleet serves: " + strings.Join(live, ", ") + "; or define " + agent + " in the agents registry: lovia agents apply FILE (the registry's workers serve it within a second)"
+		}
+	}
 	return &bus.APIError{Type: bus.TypeUnknownAgent, Message: fmt.Sprintf("unknown agent %q", agent), Hint: hint}
 }
 
@@ -85,7 +91,25 @@ func (a *API) waiting(ctx context.Context, agent string) string {
 			return ""
 		}
 	}
+	if a.registryFleet(ctx) {
+		return fmt.Sprintf("no worker serves agent %q; the run starts when one does: lovia agents apply a file that defines it (or see the workers' logs for a tool or model they cannot provide)", agent)
+	}
 	return fmt.Sprintf("no worker serves agent %q; the run starts when a worker whose agents file defines it joins the fleet", agent)
+}
+
+// registryFleet reports whether agents come from the agents registry
+// here: this API serves a registry worker (no catalog of its own), or the
+// registry holds agents.
+func (a *API) registryFleet(ctx context.Context) bool {
+	if a.cfg.Catalog == nil {
+		return true
+	}
+	reg, err := a.agentsRegistry(ctx)
+	if err != nil {
+		return false
+	}
+	es, err := reg.List(ctx)
+	return err == nil && len(es) > 0
 }
 
 // FleetAgents lists the agents the live fleet serves (the union of every
