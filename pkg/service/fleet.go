@@ -11,6 +11,8 @@ import (
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/fleet"
+	"github.com/lovia-fleet/lovia/pkg/runindex"
+	"github.com/lovia-fleet/lovia/pkg/store"
 )
 
 // fleetState is the API's view of the live fleet, bound on first use.
@@ -146,7 +148,10 @@ func (a *API) FleetAgents(ctx context.Context) (*bus.AgentsReply, error) {
 }
 
 // Workers lists the live workers of the fleet: the agents each serves,
-// its runs in flight (at its last refresh, every 2s) and its version.
+// its runs in flight and its version. The runs in flight are the running
+// runs the run index says the worker holds (it follows the run records
+// as they change), else what the worker announced at its last refresh
+// (every 2s), which lags a run that just ended.
 func (a *API) Workers(ctx context.Context) (*bus.WorkersReply, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
 	defer cancel()
@@ -159,13 +164,21 @@ func (a *API) Workers(ctx context.Context) (*bus.WorkersReply, error) {
 		return nil, err
 	}
 	out := &bus.WorkersReply{Workers: []bus.WorkerInfo{}}
+	x, ierr := a.runIndex(ctx)
+	now := time.Now()
 	for _, m := range ms {
 		agents := make([]string, 0, len(m.Agents))
 		for _, in := range m.Agents {
 			agents = append(agents, in.Name)
 		}
+		inFlight := m.InFlight
+		if ierr == nil {
+			if p, err := x.Query(runindex.Query{Worker: m.Worker, Statuses: []store.RunStatus{store.RunRunning}, Limit: 1}, now); err == nil {
+				inFlight = p.Counts[store.RunRunning]
+			}
+		}
 		out.Workers = append(out.Workers, bus.WorkerInfo{ID: m.Worker, Agents: agents, Concurrency: m.Concurrency,
-			InFlight: m.InFlight, Version: m.Version, StartedAt: m.StartedAt, SeenAt: m.SeenAt})
+			InFlight: inFlight, Version: m.Version, StartedAt: m.StartedAt, SeenAt: m.SeenAt})
 	}
 	return out, nil
 }
