@@ -83,7 +83,12 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		usage(env.Stderr, cmds)
 		return ExitUsage
 	}
-	code := c.run(ctx, env, args[1:])
+	rest, err := clientLogFlags(env, args[0], args[1:])
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "lovia: %v\n", err)
+		return ExitUsage
+	}
+	code := c.run(ctx, env, rest)
 	if code == ExitUsage && askedForHelp(args[1:]) {
 		// -h prints the usage the user asked for: not a usage error.
 		return ExitOK

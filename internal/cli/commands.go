@@ -21,9 +21,20 @@ func printJSON(env *Env, v any) {
 	fmt.Fprintln(env.Stdout, string(b))
 }
 
+// usageErr reports a usage error: the message, then how to call the
+// command (its flags are one -h away, not a page under the message).
 func usageErr(env *Env, fs *flag.FlagSet, msg string) int {
 	fmt.Fprintln(env.Stderr, "lovia:", msg)
+	var full strings.Builder
+	out := fs.Output()
+	fs.SetOutput(&full)
+	stderr := env.Stderr
+	env.Stderr = &full
 	fs.Usage()
+	env.Stderr = stderr
+	fs.SetOutput(out)
+	call, _, _ := strings.Cut(full.String(), "\n\nflags:\n")
+	fmt.Fprintf(env.Stderr, "%s\n(lovia %s -h lists the flags)\n", call, fs.Name())
 	return ExitUsage
 }
 
@@ -85,7 +96,11 @@ func runRun(ctx context.Context, env *Env, args []string) int {
 		if !*asJSON {
 			fmt.Fprintf(env.Stderr, "run %s had completed: its stored output (lovia tail %s shows its events)\n", rep.RunID, rep.RunID)
 		}
-		printJSON(env, rep.Result.Output)
+		if text, isText := rep.Result.Output.(string); isText && !*asJSON {
+			fmt.Fprintln(env.Stdout, text)
+		} else {
+			printJSON(env, rep.Result.Output)
+		}
 		return ExitOK
 	}
 	if !*asJSON {

@@ -109,6 +109,24 @@ func TestHelpAndGlobalFlags(t *testing.T) {
 	_, errs, code = lovia(nil, "--nats", "nats://127.0.0.1:1")
 	require.Equal(t, ExitUsage, code)
 	require.Contains(t, errs, "name a command")
+	// --log-format json, before the command or after, makes a one-shot
+	// command's errors JSON lines, as a worker's logs.
+	_, errs, code = lovia(nil, "--log-format", "json", "workers", "--nats", "nats://127.0.0.1:1")
+	require.Equal(t, ExitFailure, code, errs)
+	lines := jsonLines(t, errs)
+	require.Len(t, lines, 1, errs)
+	require.Equal(t, "ERROR", lines[0]["level"])
+	require.Contains(t, lines[0]["msg"], "lovia: cannot connect to NATS")
+	_, errs, code = lovia(nil, "status", "--log-format=yaml", "r1")
+	require.Equal(t, ExitUsage, code)
+	require.Contains(t, errs, `--log-format "yaml": use text or json`)
+
+	// A usage error says what is wrong and how to call the command, not
+	// every flag.
+	_, errs, code = lovia(nil, "runs", "list", "--schedule", "a b")
+	require.Equal(t, ExitUsage, code)
+	require.Contains(t, errs, "(lovia runs -h lists the flags)")
+	require.NotContains(t, errs, "-tls-cert")
 
 	_, errs, code = lovia(nil, "runs", "describe")
 	require.Equal(t, ExitUsage, code)

@@ -81,7 +81,7 @@ func runSchedule(ctx context.Context, env *Env, args []string) int {
 		if err != nil {
 			return fail(env.Stderr, err)
 		}
-		fmt.Fprintf(env.Stdout, "schedule %s added: %s runs %s\n", s.Name, scheduleWhen(s), s.Agent)
+		fmt.Fprintf(env.Stdout, "schedule %s added: %s runs %s; next fire %s\n", s.Name, scheduleWhen(s), s.Agent, nextText(s.Next, time.Now()))
 		if served := servedBy(rctx, js, names); served != nil && served[s.Agent] == 0 {
 			fmt.Fprintf(env.Stderr, "lovia: no live worker serves agent %s yet: its fires wait, queued, until one does (lovia workers lists what each serves)\n", s.Agent)
 		}

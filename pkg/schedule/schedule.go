@@ -130,7 +130,12 @@ func (s *Schedule) Validate(now time.Time) error {
 		}
 	default:
 		if strings.HasPrefix(s.Cron, "@every") || strings.HasPrefix(s.Cron, "@at") {
-			return invalid("cron", quote(s.Cron)+" is not a cron expression", "an interval is --every 2s (every), a single time --at 2026-12-24T18:00:00Z (at); cron takes six fields or @hourly, @daily, @weekly, @monthly")
+			every := strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(s.Cron, "@every"), "@at"))
+			if every == "" || strings.HasPrefix(s.Cron, "@at") {
+				every = "2s"
+			}
+			return invalid("cron", quote(s.Cron)+" is not a cron expression",
+				"an interval is every, not cron (lovia schedule add --every "+every+"), one time is at (--at 2026-12-24T18:00:00Z); cron takes six fields, seconds first, or @hourly, @daily, @weekly, @monthly")
 		}
 		if !predefined[s.Cron] && len(strings.Fields(s.Cron)) != 6 {
 			return invalid("cron", quote(s.Cron)+" has "+strconv.Itoa(len(strings.Fields(s.Cron)))+" fields, want 6",
