@@ -27,6 +27,11 @@ func serverCommand(cmd string) bool {
 // It returns the arguments left and a usage error for a bad value.
 func clientLogFlags(env *Env, cmd string, args []string) ([]string, error) {
 	if serverCommand(cmd) {
+		if serverLogFormat(env, args) == "json" {
+			// Its logs are JSON already; what it prints besides (a
+			// fatal start-up error, its banner) becomes JSON too.
+			env.Stderr = &jsonLineWriter{w: env.Stderr}
+		}
 		return args, nil
 	}
 	out := make([]string, 0, len(args))
@@ -64,9 +69,30 @@ func clientLogFlags(env *Env, cmd string, args []string) ([]string, error) {
 	return out, nil
 }
 
+// serverLogFormat is the --log-format a long-lived command is given (the
+// last one), else $LOVIA_LOG_FORMAT.
+func serverLogFormat(env *Env, args []string) string {
+	f := env.Getenv("LOVIA_LOG_FORMAT")
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		switch {
+		case a == "--log-format" || a == "-log-format":
+			if i+1 < len(args) {
+				f = args[i+1]
+			}
+		case strings.HasPrefix(a, "--log-format=") || strings.HasPrefix(a, "-log-format="):
+			_, f, _ = strings.Cut(a, "=")
+		}
+	}
+	return f
+}
+
 // jsonLineWriter writes each line written to it as a JSON log line
 // {time, level, msg}: ERROR for the CLI's "lovia: …" errors, INFO for the
-// rest.
+// rest; a line that is a JSON object already (a log record) is written
+// as it is.
 type jsonLineWriter struct {
 	mu  sync.Mutex
 	w   io.Writer
@@ -85,6 +111,12 @@ func (j *jsonLineWriter) Write(p []byte) (int, error) {
 		}
 		line = strings.TrimRight(line, "\n")
 		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		if strings.HasPrefix(line, "{") && json.Valid([]byte(line)) {
+			if _, err := j.w.Write([]byte(line + "\n")); err != nil {
+				return 0, err
+			}
 			continue
 		}
 		level := "INFO"

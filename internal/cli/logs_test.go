@@ -36,6 +36,20 @@ func TestWorkerJSONLogs(t *testing.T) {
 	require.Equal(t, "ERROR", last["level"])
 	require.Contains(t, last["msg"], "lovia: cannot connect to NATS at nats://127.0.0.1:1")
 
+	// The gateway and dev too, by the flag or by $LOVIA_LOG_FORMAT.
+	errb = syncBuf{}
+	code = Main(context.Background(), []string{"gateway", "--nats", "nats://127.0.0.1:1", "--http", "127.0.0.1:0"}, nil, &syncBuf{}, &errb,
+		getenv(map[string]string{"LOVIA_LOG_FORMAT": "json"}))
+	require.Equal(t, ExitFailure, code)
+	lines = jsonLines(t, errb.String())
+	require.Equal(t, "ERROR", lines[len(lines)-1]["level"])
+	require.Contains(t, lines[len(lines)-1]["msg"], "lovia: cannot connect to NATS")
+	errb = syncBuf{}
+	code = Main(context.Background(), []string{"dev", "--log-format", "json", "--agents", "/nonexistent/agents.yaml"}, nil, &syncBuf{}, &errb, getenv(nil))
+	require.Equal(t, ExitFailure, code)
+	lines = jsonLines(t, errb.String())
+	require.Contains(t, lines[len(lines)-1]["msg"], "lovia: agents file")
+
 	srv := startJetStream(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	werr := &syncBuf{}
