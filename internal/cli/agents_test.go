@@ -98,6 +98,14 @@ func TestAgentsRegistryCommands(t *testing.T) {
 	_, errs, code = lovia("agents", "apply", writeFile(t, greeter("hello two")))
 	require.Equal(t, ExitOK, code, errs)
 	require.NotContains(t, errs, "no live worker serves", "the registry's worker picks the update up")
+	// A new agent: the registry's worker serves it within a second, and
+	// apply waits for that rather than warn at once.
+	out, errs, code = lovia("agents", "apply", writeFile(t, "agents:\n  - name: greeter2\n    model: scripted\n    script:\n      - text: hey\n"))
+	require.Equal(t, ExitOK, code, errs)
+	require.Contains(t, out, "created   greeter2")
+	require.NotContains(t, errs, "no live worker serves", "the registry's worker picks the new agent up")
+	_, errs, code = lovia("agents", "rm", "greeter2")
+	require.Equal(t, ExitOK, code, errs)
 	require.Eventually(t, func() bool { return runOutput() == "hello two" }, 20*time.Second, 100*time.Millisecond,
 		"the worker never served the updated definition")
 
@@ -127,4 +135,12 @@ func TestAgentsRegistryCommands(t *testing.T) {
 		out, _, _ = lovia("agents", "ls")
 		return strings.Contains(out, "no agents: the registry holds none")
 	}, 20*time.Second, 100*time.Millisecond, "waiting for the worker to stop serving the removed agent: %s", out)
+	// Its runs wait, queued, and say what brings the agent back.
+	out, errs, code = lovia("submit", "--agent", "greeter", "hi")
+	require.Equal(t, ExitOK, code, errs)
+	waiting := strings.TrimSpace(out)
+	require.Eventually(t, func() bool {
+		out, _, _ = lovia("status", waiting)
+		return strings.Contains(out, `no worker serves agent "greeter"; the run starts when one does: lovia agents apply a file that defines it`)
+	}, 20*time.Second, 100*time.Millisecond, "waiting for the queued run's status to say why it waits: %s", out)
 }
