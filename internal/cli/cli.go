@@ -151,6 +151,6 @@ func usage(w io.Writer, cmds map[string]command) {
 	for _, n := range names {
 		fmt.Fprintf(&b, "  %-9s %s\n", n, cmds[n].summary)
 	}
-	b.WriteString("\nRun 'lovia <command> -h' for a command's flags.\n")
+	b.WriteString("\nRun 'lovia <command> -h' for a command's flags; they go before or after the command\n(lovia --nats URL workers). Most commands print for people; --json prints the API's reply.\n")
 	fmt.Fprint(w, b.String())
 }

@@ -169,10 +169,7 @@ func printDescription(w io.Writer, d *bus.RunDescription, now time.Time) {
 		agent += " (ended with " + d.FinalAgent + ")"
 	}
 	line("agent", "%s", agent)
-	st := string(d.Status)
-	if d.Worker != "" {
-		st += fmt.Sprintf(" on %s", d.Worker)
-	}
+	st := string(d.Status) + heldBy(d.Status, d.Worker)
 	line("status", "%s, attempt %d, submission %d", st, d.Attempt, d.Submissions)
 	if d.Waiting != "" {
 		line("waiting", "%s", d.Waiting)

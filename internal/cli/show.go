@@ -19,10 +19,7 @@ func printStatus(w io.Writer, st *bus.StatusReply) {
 	line := func(k, format string, args ...any) { fmt.Fprintf(tw, "%s\t"+format+"\n", append([]any{k}, args...)...) }
 	line("run", "%s", st.RunID)
 	line("agent", "%s", st.Agent)
-	s := string(st.Status)
-	if st.Worker != "" {
-		s += " on " + st.Worker
-	}
+	s := string(st.Status) + heldBy(st.Status, st.Worker)
 	line("status", "%s, attempt %d, %d turn%s", s, st.Attempt, st.Turns, plural(st.Turns))
 	if st.Waiting != "" {
 		line("waiting", "%s", st.Waiting)
@@ -146,4 +143,16 @@ func metadataText(m map[string]any) string {
 		parts[i] = k + "=" + v
 	}
 	return strings.Join(parts, " ")
+}
+
+// heldBy names the worker of a run: the one it runs on, or for a run
+// that is not running the one that held it last.
+func heldBy(status bus.RunState, worker string) string {
+	switch {
+	case worker == "":
+		return ""
+	case status == bus.StateRunning:
+		return " on " + worker
+	}
+	return " (last on " + worker + ")"
 }

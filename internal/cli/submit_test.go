@@ -69,7 +69,7 @@ func TestSubmitInputMetadataAndRunID(t *testing.T) {
 	require.Contains(t, out, "output:\n  ", "describe shows the run's output")
 	out, errs, code = lovia("", "status", runID)
 	require.Equal(t, ExitOK, code, errs)
-	require.Regexp(t, `status\s+completed( on \S+)?, attempt 1`, out)
+	require.Regexp(t, `status\s+completed( \(last on \S+\))?, attempt 1`, out)
 	require.Contains(t, out, "output:")
 
 	// A file over what an argument list takes (128 KiB).
