@@ -124,6 +124,13 @@ func submit(ctx context.Context, c *client.Client, req *bus.RunRequest) (*bus.Su
 	if errors.Is(err, nats.ErrMaxPayload) {
 		return nil, fmt.Errorf("the run request (%d KiB of input) is larger than the NATS server's max_payload: shorten the input, or raise max_payload in the server's configuration", len(req.Input.Text)/1024)
 	}
+	var ae *bus.APIError
+	if errors.As(err, &ae) && ae.Type == bus.TypeInvalidRequest && strings.Contains(ae.Message, "use if_run_exists") {
+		// The refusal of --if-run-exists fail, said in the flags' terms.
+		msg := strings.TrimPrefix(strings.ReplaceAll(ae.Message, "use if_run_exists ", "give --if-run-exists "), "invalid request: ")
+		msg = strings.TrimPrefix(msg, "run_id: ")
+		return nil, fmt.Errorf("%s (lovia runs describe %s shows it)", msg, req.RunID)
+	}
 	return rep, err
 }
 

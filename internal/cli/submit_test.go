@@ -90,7 +90,8 @@ func TestSubmitInputMetadataAndRunID(t *testing.T) {
 	require.Contains(t, out, "84")
 	_, errs, code = lovia("", "submit", "--run-id", "mine-1", "--if-run-exists", "fail", "What is 12*7?")
 	require.Equal(t, ExitFailure, code)
-	require.Contains(t, errs, "mine-1")
+	require.Contains(t, errs, "run mine-1 already exists (status completed); give --if-run-exists resume to read its result or restart")
+	require.NotContains(t, errs, "docs/protocol.md", "said in the flags' terms, not the wire's")
 
 	// approve: a second, different decision is not applied and says so
 	// (exit 1); the same decision again is a retry (exit 0).
