@@ -4,25 +4,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strconv"
 	"strings"
-	"text/tabwriter"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/catalog"
-	"github.com/lovia-fleet/lovia/pkg/fleet"
 	"github.com/lovia-fleet/lovia/pkg/provider"
 	"github.com/lovia-fleet/lovia/pkg/registry"
 	"github.com/lovia-fleet/lovia/pkg/tools"
 )
 
-const agentsUsage = `apply FILE [--prune] | ls | get NAME [--revision N] | history NAME | rm NAME
+const agentsUsage = `apply FILE [--prune] | check FILE | ls [--json] | get NAME [--revision N] | history NAME [--json] | rm NAME
 
 The agents registry: agent definitions (the agents-file schema) in the
-fleet's KV bucket, served by workers started with --registry.`
+fleet's KV bucket, served by workers started with --registry. check
+validates an agents file offline, with no NATS (the tools of MCP servers
+and tool services are checked when a worker starts).`
 
 // runAgents is `lovia agents`: the agents registry.
 func runAgents(ctx context.Context, env *Env, args []string) int {
@@ -30,13 +29,22 @@ func runAgents(ctx context.Context, env *Env, args []string) int {
 	nf := addNATSFlags(fs, env)
 	prune := fs.Bool("prune", false, "apply: delete the registry's agents the file does not define")
 	revision := fs.Uint64("revision", 0, "get: the revision to show (default: the current one)")
+	asJSON := fs.Bool("json", false, "ls, history: print JSON")
 	pos, ok := parse(fs, args)
 	if !ok {
 		return ExitUsage
 	}
 	if code, ok := subcommand(env, fs, "agents", agentsUsage, pos,
-		subcmd{"apply", 2}, subcmd{"ls", 1}, subcmd{"get", 2}, subcmd{"history", 2}, subcmd{"rm", 2}); !ok {
+		subcmd{"apply", 2}, subcmd{"check", 2}, subcmd{"ls", 1}, subcmd{"get", 2}, subcmd{"history", 2}, subcmd{"rm", 2}); !ok {
 		return code
+	}
+	if pos[0] == "check" {
+		names, err := checkAgentsFile(env, pos[1], ".")
+		if err != nil {
+			return fail(env.Stderr, err)
+		}
+		fmt.Fprintf(env.Stdout, "agents file %s is valid: %d agent%s (%s)\n", pos[1], len(names), plural(len(names)), strings.Join(names, ", "))
+		return ExitOK
 	}
 	nc, err := nf.connect("agents")
 	if err != nil {
@@ -61,7 +69,7 @@ func runAgents(ctx context.Context, env *Env, args []string) int {
 	case "apply":
 		return agentsApply(rctx, env, reg, js, names, pos[1], *prune)
 	case "ls":
-		return agentsList(rctx, env, reg, js, names)
+		return agentsList(rctx, env, reg, js, names, *asJSON)
 	case "get":
 		var e *registry.Entry
 		if *revision != 0 {
@@ -78,12 +86,16 @@ func runAgents(ctx context.Context, env *Env, args []string) int {
 		if err != nil {
 			return fail(env.Stderr, registryHint(err))
 		}
-		printJSON(env, h)
+		if *asJSON {
+			printJSON(env, h)
+		} else {
+			printHistory(env.Stdout, h)
+		}
 	case "rm":
 		if err := reg.Remove(rctx, pos[1]); err != nil {
 			return fail(env.Stderr, registryHint(err))
 		}
-		fmt.Fprintf(env.Stdout, "removed agent %s (its runs in flight keep their pinned definition; its runs not started yet end with run_failed UnknownAgent)\n", pos[1])
+		fmt.Fprintf(env.Stdout, "removed agent %s (its runs in flight keep their pinned definition)\n", pos[1])
 	}
 	return ExitOK
 }
@@ -126,69 +138,42 @@ func agentsApply(ctx context.Context, env *Env, reg *registry.Registry, js jetst
 	return ExitOK
 }
 
-// reportUnserved says which agents no live worker serves (yet): a worker
-// started with --registry leaves out an agent whose tools or model it
-// cannot provide.
+// unservedWait is how long agents apply waits for the registry's workers
+// to announce the agents it applied: they rebuild within a second and
+// announce at once, so an agent still unserved after it is one they
+// left out (or no registry worker is up).
+const unservedWait = 5 * time.Second
+
+// reportUnserved says which agents no live worker serves, once the
+// registry's workers had the time to pick them up: a worker started with
+// --registry leaves out an agent whose tools or model it cannot provide.
 func reportUnserved(ctx context.Context, env *Env, js jetstream.JetStream, names bus.Names, specs []catalog.Spec) {
-	served := servedBy(ctx, js, names)
-	if served == nil {
-		return
+	var missing []string
+	deadline := time.Now().Add(unservedWait)
+	if liveWorkers(ctx, js, names) <= 0 {
+		deadline = time.Now() // no worker to wait for
 	}
-	for _, s := range specs {
-		if served[s.Name] == 0 {
-			fmt.Fprintf(env.Stderr, "lovia: no live worker serves agent %s yet: start a worker with --registry (its runs wait, queued), or check the worker logs for a tool or model it cannot provide\n", s.Name)
+	for {
+		served := servedBy(ctx, js, names)
+		if served == nil {
+			return
 		}
-	}
-}
-
-// servedBy counts the live workers serving each agent (nil when the fleet
-// registry cannot be read; empty when no worker has created it yet).
-func servedBy(ctx context.Context, js jetstream.JetStream, names bus.Names) map[string]int {
-	fr, err := fleet.Open(ctx, js, names)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return map[string]int{}
-	}
-	if err != nil {
-		return nil
-	}
-	ms, err := fr.Members(ctx)
-	if err != nil {
-		return nil
-	}
-	out := map[string]int{}
-	for _, m := range ms {
-		for _, a := range m.Agents {
-			out[a.Name]++
-		}
-	}
-	return out
-}
-
-// agentsList prints the registry's agents with their revision and how
-// many live workers serve each.
-func agentsList(ctx context.Context, env *Env, reg *registry.Registry, js jetstream.JetStream, names bus.Names) int {
-	es, err := reg.List(ctx)
-	if err != nil {
-		return fail(env.Stderr, err)
-	}
-	if len(es) == 0 {
-		fmt.Fprintln(env.Stdout, "the registry holds no agents: lovia agents apply FILE")
-		return ExitOK
-	}
-	served := servedBy(ctx, js, names)
-	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tREVISION\tMODEL\tTOOLS\tWORKERS")
-	for _, e := range es {
-		workers := "?"
-		if served != nil {
-			workers = strconv.Itoa(served[e.Spec.Name])
-			if served[e.Spec.Name] == 0 {
-				workers = "0 (no live worker serves it)"
+		missing = missing[:0]
+		for _, s := range specs {
+			if served[s.Name] == 0 {
+				missing = append(missing, s.Name)
 			}
 		}
-		t := slices.Clone(e.Spec.Tools)
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", e.Spec.Name, e.Revision, e.Spec.Model, strings.Join(t, ","), workers)
+		if len(missing) == 0 || !time.Now().Before(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
-	_ = tw.Flush()
-	return ExitOK
+	for _, n := range missing {
+		fmt.Fprintf(env.Stderr, "lovia: no live worker serves agent %s: start a worker with --registry (its runs wait, queued), or check the worker logs for a tool or model it cannot provide\n", n)
+	}
 }

@@ -45,7 +45,7 @@ func TestAgentsRegistryCommands(t *testing.T) {
 	out, errs, code := lovia("agents", "apply", writeFile(t, greeter("hello one")))
 	require.Equal(t, ExitOK, code, errs)
 	require.Contains(t, out, "created   greeter")
-	require.Contains(t, errs, "no live worker serves agent greeter yet")
+	require.Contains(t, errs, "no live worker serves agent greeter: start a worker with --registry")
 	_, errs, code = lovia("agents", "apply", writeFile(t, "agents:\n  - name: bad\n    model: scripted\n    tools: [teleport]\n    script:\n      - text: x\n"))
 	require.Equal(t, ExitFailure, code)
 	require.Contains(t, errs, "teleport", "an invalid definition is refused with the agents file's error")
@@ -90,8 +90,21 @@ func TestAgentsRegistryCommands(t *testing.T) {
 		return ""
 	}
 	require.Equal(t, "hello one", runOutput())
+	// In a registry fleet, an unknown agent is defined with agents apply.
+	_, errs, code = lovia("submit", "--agent", "nobody", "hi")
+	require.Equal(t, ExitFailure, code)
+	require.Contains(t, errs, "define nobody in the agents registry: lovia agents apply FILE")
 
 	_, errs, code = lovia("agents", "apply", writeFile(t, greeter("hello two")))
+	require.Equal(t, ExitOK, code, errs)
+	require.NotContains(t, errs, "no live worker serves", "the registry's worker picks the update up")
+	// A new agent: the registry's worker serves it within a second, and
+	// apply waits for that rather than warn at once.
+	out, errs, code = lovia("agents", "apply", writeFile(t, "agents:\n  - name: greeter2\n    model: scripted\n    script:\n      - text: hey\n"))
+	require.Equal(t, ExitOK, code, errs)
+	require.Contains(t, out, "created   greeter2")
+	require.NotContains(t, errs, "no live worker serves", "the registry's worker picks the new agent up")
+	_, errs, code = lovia("agents", "rm", "greeter2")
 	require.Equal(t, ExitOK, code, errs)
 	require.Eventually(t, func() bool { return runOutput() == "hello two" }, 20*time.Second, 100*time.Millisecond,
 		"the worker never served the updated definition")
@@ -99,10 +112,17 @@ func TestAgentsRegistryCommands(t *testing.T) {
 	out, errs, code = lovia("agents", "ls")
 	require.Equal(t, ExitOK, code, errs)
 	require.Contains(t, out, "greeter")
-	require.Regexp(t, `greeter\s+\d+\s+scripted\s+\s*1`, out, "one live worker serves it")
-	out, errs, code = lovia("agents", "history", "greeter")
+	require.Regexp(t, `greeter\s+registry\s+\d+\s+scripted\s+-\s+1\n`, out, "one live worker serves it")
+	out, errs, code = lovia("agents", "ls", "--json")
+	require.Equal(t, ExitOK, code, errs)
+	require.Contains(t, out, `"source": "registry"`)
+	out, errs, code = lovia("agents", "history", "greeter", "--json")
 	require.Equal(t, ExitOK, code, errs)
 	require.Equal(t, 2, strings.Count(out, `"revision"`), out)
+	out, errs, code = lovia("agents", "history", "greeter")
+	require.Equal(t, ExitOK, code, errs)
+	require.Regexp(t, `(?s)^revision \d+  \S+  created\n  model: "scripted"\n  name: "greeter"\n  script\[0\]\.text: "hello one"\nrevision \d+  \S+  updated\n  - script\[0\]\.text: "hello one"\n  \+ script\[0\]\.text: "hello two"\n$`, out,
+		"the first revision in full, the second as its change")
 	out, _, code = lovia("agents", "get", "greeter")
 	require.Equal(t, ExitOK, code)
 	require.Contains(t, out, "hello two")
@@ -111,6 +131,16 @@ func TestAgentsRegistryCommands(t *testing.T) {
 	require.Contains(t, errs, "lovia agents ls")
 	_, errs, code = lovia("agents", "rm", "greeter")
 	require.Equal(t, ExitOK, code, errs)
-	out, _, _ = lovia("agents", "ls")
-	require.Contains(t, out, "holds no agents")
+	require.Eventually(t, func() bool {
+		out, _, _ = lovia("agents", "ls")
+		return strings.Contains(out, "no agents: the registry holds none")
+	}, 20*time.Second, 100*time.Millisecond, "waiting for the worker to stop serving the removed agent: %s", out)
+	// Its runs wait, queued, and say what brings the agent back.
+	out, errs, code = lovia("submit", "--agent", "greeter", "hi")
+	require.Equal(t, ExitOK, code, errs)
+	waiting := strings.TrimSpace(out)
+	require.Eventually(t, func() bool {
+		out, _, _ = lovia("status", waiting)
+		return strings.Contains(out, `no worker serves agent "greeter"; the run starts when one does: lovia agents apply a file that defines it`)
+	}, 20*time.Second, 100*time.Millisecond, "waiting for the queued run's status to say why it waits: %s", out)
 }

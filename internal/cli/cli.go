@@ -47,14 +47,14 @@ func commands() map[string]command {
 		"tools":   {"list the tools agents can use: built-in, MCP servers (--agents), NATS tool services", runTools},
 		"skills":  {"the Skills plugin's object store: push DIR, ls", runSkills},
 		"memory":  {"the Memory plugin's bucket: show SCOPE (session:ID or user:ID)", runMemory},
-		"agents":  {"the agents registry: apply FILE, ls, get, history, rm", runAgents},
+		"agents":  {"the agents: check FILE (offline), and the registry: apply FILE, ls, get, history, rm", runAgents},
 		"answer":  {"answer a run's ask_human question: lovia answer RUN_ID CALL_ID TEXT", runAnswer},
 		"version": {"print the version, commit, Go and nats-server versions", runVersion},
 		"workers": {"list the live workers: the agents each serves, runs in flight, version", runWorkers},
 		"runs":    {"list runs (filters, pages) and describe one: lovia runs list, lovia runs describe ID", runRuns},
 
 		// Scheduled runs (schedule.go).
-		"schedule": {"scheduled runs: add NAME (--at | --every | --cron), ls, rm, pause, resume", runSchedule},
+		"schedule": {"scheduled runs: add NAME (--at | --every | --cron), ls, get, rm, pause, resume", runSchedule},
 	}
 }
 
@@ -72,13 +72,72 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if args[0] == "--version" {
 		args[0] = "version"
 	}
+	args = commandFirst(args, cmds)
 	c, ok := cmds[args[0]]
 	if !ok {
-		fmt.Fprintf(env.Stderr, "lovia: unknown command %q\n\n", args[0])
+		if strings.HasPrefix(args[0], "-") {
+			fmt.Fprintf(env.Stderr, "lovia: name a command (flags go before or after it: lovia workers --nats URL)\n\n")
+		} else {
+			fmt.Fprintf(env.Stderr, "lovia: unknown command %q\n\n", args[0])
+		}
 		usage(env.Stderr, cmds)
 		return ExitUsage
 	}
-	return c.run(ctx, env, args[1:])
+	rest, err := clientLogFlags(env, args[0], args[1:])
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "lovia: %v\n", err)
+		return ExitUsage
+	}
+	code := c.run(ctx, env, rest)
+	if code == ExitUsage && askedForHelp(args[1:]) {
+		// -h prints the usage the user asked for: not a usage error.
+		return ExitOK
+	}
+	return code
+}
+
+// commandFirst moves flags given before the command after it, so that
+// `lovia --nats URL workers` is `lovia workers --nats URL`
+// (every command parses its flags wherever they are). A flag without
+// "=" takes the next argument as its value unless that is a command name
+// (`lovia --json workers`); args is returned as it is when no command is
+// found.
+func commandFirst(args []string, cmds map[string]command) []string {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			if _, ok := cmds[a]; !ok {
+				return args
+			}
+			out := make([]string, 0, len(args))
+			out = append(out, a)
+			out = append(out, args[:i]...)
+			return append(out, args[i+1:]...)
+		}
+		if a == "--" {
+			return args
+		}
+		if !strings.Contains(a, "=") && i+1 < len(args) {
+			if _, isCmd := cmds[args[i+1]]; !isCmd {
+				i++ // the flag's value
+			}
+		}
+	}
+	return args
+}
+
+// askedForHelp reports whether args hold -h, -help or --help as a flag
+// (before a "--").
+func askedForHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help", "--h":
+			return true
+		}
+	}
+	return false
 }
 
 func usage(w io.Writer, cmds map[string]command) {
@@ -92,6 +151,6 @@ func usage(w io.Writer, cmds map[string]command) {
 	for _, n := range names {
 		fmt.Fprintf(&b, "  %-9s %s\n", n, cmds[n].summary)
 	}
-	b.WriteString("\nRun 'lovia <command> -h' for a command's flags.\n")
+	b.WriteString("\nRun 'lovia <command> -h' for a command's flags; they go before or after the command\n(lovia --nats URL workers). Most commands print for people; --json prints the API's reply.\n")
 	fmt.Fprint(w, b.String())
 }

@@ -102,7 +102,7 @@ func TestDevRunTailStatus(t *testing.T) {
 	out.Reset()
 	require.Eventually(t, func() bool {
 		out.Reset()
-		return Main(ctx, []string{"status", runID}, nil, &out, &errb, env) == ExitOK && strings.Contains(out.String(), `"status": "completed"`)
+		return Main(ctx, []string{"status", "--json", runID}, nil, &out, &errb, env) == ExitOK && strings.Contains(out.String(), `"status": "completed"`)
 	}, 10*time.Second, 50*time.Millisecond, out.String())
 
 	// Submitted again under its run id, the completed run is replayed, and

@@ -9,7 +9,10 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/lovia-fleet/lovia/pkg/bus"
+	"github.com/lovia-fleet/lovia/pkg/client"
 	"github.com/lovia-fleet/lovia/pkg/loop"
 )
 
@@ -18,9 +21,20 @@ func printJSON(env *Env, v any) {
 	fmt.Fprintln(env.Stdout, string(b))
 }
 
+// usageErr reports a usage error: the message, then how to call the
+// command (its flags are one -h away, not a page under the message).
 func usageErr(env *Env, fs *flag.FlagSet, msg string) int {
 	fmt.Fprintln(env.Stderr, "lovia:", msg)
+	var full strings.Builder
+	out := fs.Output()
+	fs.SetOutput(&full)
+	stderr := env.Stderr
+	env.Stderr = &full
 	fs.Usage()
+	env.Stderr = stderr
+	fs.SetOutput(out)
+	call, _, _ := strings.Cut(full.String(), "\n\nflags:\n")
+	fmt.Fprintf(env.Stderr, "%s\n(lovia %s -h lists the flags)\n", call, fs.Name())
 	return ExitUsage
 }
 
@@ -57,62 +71,88 @@ func subcommand(env *Env, fs *flag.FlagSet, cmd, usage string, pos []string, sub
 
 // runRun submits a run and streams it.
 func runRun(ctx context.Context, env *Env, args []string) int {
-	fs := flagSet(env, "run", "[--nats URL] [--agent NAME] [--session ID] [--json] INPUT")
+	fs := flagSet(env, "run", "[--nats URL] [--agent NAME] [--session ID] [--run-id ID] [--if-run-exists P] [--metadata K=V]... [--json] (INPUT... | - | --input-file FILE)")
 	nf := addNATSFlags(fs, env)
-	agent := fs.String("agent", "demo", "agent to run")
-	session := fs.String("session", "", "session id to load and append to")
+	sf := addSubmitFlags(fs)
 	asJSON := fs.Bool("json", false, "print one event envelope per line")
 	pos, ok := parse(fs, args)
 	if !ok {
 		return ExitUsage
 	}
-	if strings.TrimSpace(strings.Join(pos, "")) == "" {
-		return usageErr(env, fs, "INPUT is required: give the run's input text")
+	req, err := sf.request(pos, env.Stdin)
+	if err != nil {
+		return usageErr(env, fs, err.Error())
 	}
 	c, nc, err := nf.client("run")
 	if err != nil {
 		return fail(env.Stderr, err)
 	}
 	defer nc.Close()
-	rctx, cancel := requestCtx(ctx)
-	rep, err := c.Submit(rctx, &bus.RunRequest{Agent: *agent, SessionID: *session, Input: bus.TextInput(strings.Join(pos, " "))})
-	cancel()
+	rep, err := submit(ctx, c, req)
 	if err != nil {
 		return fail(env.Stderr, err)
 	}
 	if rep.Replayed && rep.Result != nil {
-		replayNote(env, rep)
-		printJSON(env, rep.Result.Output)
+		if !*asJSON {
+			replayNote(env, rep)
+		}
+		if text, isText := rep.Result.Output.(string); isText && !*asJSON {
+			fmt.Fprintln(env.Stdout, text)
+		} else {
+			printJSON(env, rep.Result.Output)
+		}
 		return ExitOK
 	}
 	if !*asJSON {
 		fmt.Fprintf(env.Stderr, "run %s (agent %s)\n", rep.RunID, rep.Agent)
 	}
-	return follow(ctx, env, c, rep.RunID, *asJSON, true, bufio.NewReader(env.Stdin))
+	// The approvals are asked on the terminal; an input read from stdin
+	// leaves nothing there to answer them with (they are rejected).
+	var answers *bufio.Reader
+	if env.Stdin != nil && !(sf.inputFile == "-" || len(pos) == 1 && pos[0] == "-") {
+		answers = bufio.NewReader(env.Stdin)
+	}
+	return follow(ctx, env, c, rep.RunID, *asJSON, true, answers)
+}
+
+// submit sends a run request, saying what to do about one too large for
+// the server.
+func submit(ctx context.Context, c *client.Client, req *bus.RunRequest) (*bus.SubmitReply, error) {
+	rctx, cancel := requestCtx(ctx)
+	defer cancel()
+	rep, err := c.Submit(rctx, req)
+	if errors.Is(err, nats.ErrMaxPayload) {
+		return nil, fmt.Errorf("the run request (%d KiB of input) is larger than the NATS server's max_payload: shorten the input, or raise max_payload in the server's configuration", len(req.Input.Text)/1024)
+	}
+	var ae *bus.APIError
+	if errors.As(err, &ae) && ae.Type == bus.TypeInvalidRequest && strings.Contains(ae.Message, "use if_run_exists") {
+		// The refusal of --if-run-exists fail, said in the flags' terms.
+		msg := strings.TrimPrefix(strings.ReplaceAll(ae.Message, "use if_run_exists ", "give --if-run-exists "), "invalid request: ")
+		msg = strings.TrimPrefix(msg, "run_id: ")
+		return nil, fmt.Errorf("%s (lovia runs describe %s shows it)", msg, req.RunID)
+	}
+	return rep, err
 }
 
 // runSubmit submits a run and prints its id.
 func runSubmit(ctx context.Context, env *Env, args []string) int {
-	fs := flagSet(env, "submit", "[--nats URL] [--agent NAME] [--session ID] INPUT")
+	fs := flagSet(env, "submit", "[--nats URL] [--agent NAME] [--session ID] [--run-id ID] [--if-run-exists P] [--metadata K=V]... (INPUT... | - | --input-file FILE)")
 	nf := addNATSFlags(fs, env)
-	agent := fs.String("agent", "demo", "agent to run")
-	session := fs.String("session", "", "session id to load and append to")
-	runID := fs.String("run-id", "", "run id (default: generated)")
+	sf := addSubmitFlags(fs)
 	pos, ok := parse(fs, args)
 	if !ok {
 		return ExitUsage
 	}
-	if strings.TrimSpace(strings.Join(pos, "")) == "" {
-		return usageErr(env, fs, "INPUT is required: give the run's input text")
+	req, err := sf.request(pos, env.Stdin)
+	if err != nil {
+		return usageErr(env, fs, err.Error())
 	}
 	c, nc, err := nf.client("submit")
 	if err != nil {
 		return fail(env.Stderr, err)
 	}
 	defer nc.Close()
-	rctx, cancel := requestCtx(ctx)
-	defer cancel()
-	rep, err := c.Submit(rctx, &bus.RunRequest{RunID: *runID, Agent: *agent, SessionID: *session, Input: bus.TextInput(strings.Join(pos, " "))})
+	rep, err := submit(ctx, c, req)
 	if err != nil {
 		return fail(env.Stderr, err)
 	}
@@ -163,8 +203,9 @@ func runTail(ctx context.Context, env *Env, args []string) int {
 
 // runStatus prints a run's status.
 func runStatus(ctx context.Context, env *Env, args []string) int {
-	fs := flagSet(env, "status", "[--nats URL] RUN_ID")
+	fs := flagSet(env, "status", "[--nats URL] [--json] RUN_ID")
 	nf := addNATSFlags(fs, env)
+	asJSON := fs.Bool("json", false, "print the reply as JSON")
 	pos, ok := parse(fs, args)
 	if !ok {
 		return ExitUsage
@@ -183,14 +224,19 @@ func runStatus(ctx context.Context, env *Env, args []string) int {
 	if err != nil {
 		return fail(env.Stderr, err)
 	}
-	printJSON(env, st)
+	if *asJSON {
+		printJSON(env, st)
+	} else {
+		printStatus(env.Stdout, st)
+	}
 	return ExitOK
 }
 
 // runCancel asks a run to stop.
 func runCancel(ctx context.Context, env *Env, args []string) int {
-	fs := flagSet(env, "cancel", "[--nats URL] [--reason TEXT] RUN_ID")
+	fs := flagSet(env, "cancel", "[--nats URL] [--reason TEXT] [--json] RUN_ID")
 	nf := addNATSFlags(fs, env)
+	asJSON := fs.Bool("json", false, "print the reply as JSON")
 	reason := fs.String("reason", "cancelled from the command line", "cancel reason")
 	pos, ok := parse(fs, args)
 	if !ok {
@@ -210,19 +256,26 @@ func runCancel(ctx context.Context, env *Env, args []string) int {
 	if err != nil {
 		return fail(env.Stderr, err)
 	}
-	if !rep.Cancelled {
-		fmt.Fprintf(env.Stderr, "run %s had already ended (%s): nothing to cancel\n", rep.RunID, rep.Status)
+	switch {
+	case *asJSON:
+		printJSON(env, rep)
+	case rep.Cancelled && rep.Status == "failed":
+		fmt.Fprintf(env.Stdout, "run %s cancelled: no worker held it, so it ended at once with run_failed (RunCancelled)\n", rep.RunID)
+	case rep.Cancelled:
+		fmt.Fprintf(env.Stdout, "run %s cancelled: it ends with run_failed (RunCancelled) at its next step\n", rep.RunID)
+	default:
+		fmt.Fprintf(env.Stdout, "run %s had already ended (%s): nothing to cancel\n", rep.RunID, rep.Status)
 	}
-	printJSON(env, rep)
 	return ExitOK
 }
 
 // runApprove decides a gated call.
 func runApprove(ctx context.Context, env *Env, args []string) int {
-	fs := flagSet(env, "approve", "[--nats URL] [--reject] [--reason TEXT] RUN_ID CALL_ID")
+	fs := flagSet(env, "approve", "[--nats URL] [--reject] [--reason TEXT] [--json] RUN_ID CALL_ID")
 	nf := addNATSFlags(fs, env)
 	reject := fs.Bool("reject", false, "reject the call instead of approving it")
 	reason := fs.String("reason", "", "reason recorded with the decision")
+	asJSON := fs.Bool("json", false, "print the reply as JSON")
 	pos, ok := parse(fs, args)
 	if !ok {
 		return ExitUsage
@@ -245,7 +298,17 @@ func runApprove(ctx context.Context, env *Env, args []string) int {
 	if err != nil {
 		return fail(env.Stderr, err)
 	}
-	printJSON(env, rep)
+	if *asJSON {
+		printJSON(env, rep)
+	}
+	if !rep.Accepted {
+		// Another decision came first: this one changed nothing.
+		return fail(env.Stderr, fmt.Errorf("call %s of run %s was already decided: %s; this decision (%s) was not applied (lovia runs describe %s shows the run)",
+			rep.CallID, rep.RunID, decisionText(rep.Decision, rep.Reason), decisionText(d, *reason), rep.RunID))
+	}
+	if !*asJSON {
+		fmt.Fprintf(env.Stdout, "call %s of run %s: %s\n", rep.CallID, rep.RunID, decisionText(rep.Decision, rep.Reason))
+	}
 	return ExitOK
 }
 
@@ -282,8 +345,9 @@ func runInject(ctx context.Context, env *Env, args []string) int {
 
 // runSession shows a session.
 func runSession(ctx context.Context, env *Env, args []string) int {
-	fs := flagSet(env, "session", "show [--nats URL] SESSION_ID")
+	fs := flagSet(env, "session", "show [--nats URL] [--json] SESSION_ID")
 	nf := addNATSFlags(fs, env)
+	asJSON := fs.Bool("json", false, "print the reply as JSON")
 	pos, ok := parse(fs, args)
 	if !ok {
 		return ExitUsage
@@ -302,6 +366,23 @@ func runSession(ctx context.Context, env *Env, args []string) int {
 	if err != nil {
 		return fail(env.Stderr, err)
 	}
-	printJSON(env, rep)
+	if *asJSON {
+		printJSON(env, rep)
+	} else {
+		printSession(env.Stdout, rep)
+	}
 	return ExitOK
+}
+
+// decisionText is a decision and its reason, for people: "rejected
+// (too risky)", "approved".
+func decisionText(d loop.Decision, reason string) string {
+	text := string(d) + "d"
+	if d == loop.Reject {
+		text = "rejected"
+	}
+	if reason != "" {
+		text += " (" + reason + ")"
+	}
+	return text
 }

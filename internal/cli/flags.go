@@ -21,9 +21,53 @@ func flagSet(env *Env, name, usage string) *flag.FlagSet {
 	fs.SetOutput(env.Stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(env.Stderr, "usage: lovia %s %s\n\nflags:\n", name, usage)
-		fs.PrintDefaults()
+		printDefaults(env.Stderr, fs)
 	}
 	return fs
+}
+
+// printDefaults is flag.PrintDefaults without the default a flag's usage
+// already states ("default $NATS_URL, then …"): the flag package would add
+// the value it was set to from the environment a second time.
+func printDefaults(w io.Writer, fs *flag.FlagSet) {
+	var b strings.Builder
+	fs.VisitAll(func(f *flag.Flag) {
+		name, text := flag.UnquoteUsage(f)
+		fmt.Fprintf(&b, "  -%s", f.Name)
+		if name != "" {
+			b.WriteString(" " + name)
+		}
+		if b.Len() <= 4 && name == "" { // a one-letter bool fits on the line
+			b.WriteString("\t")
+		} else {
+			b.WriteString("\n    \t")
+		}
+		b.WriteString(strings.ReplaceAll(text, "\n", "\n    \t"))
+		if f.DefValue != "" && !isZeroFlag(f) && !strings.Contains(text, "(default") {
+			if flagIsString(f) {
+				fmt.Fprintf(&b, " (default %q)", f.DefValue)
+			} else {
+				fmt.Fprintf(&b, " (default %v)", f.DefValue)
+			}
+		}
+		fmt.Fprintln(w, b.String())
+		b.Reset()
+	})
+}
+
+// isZeroFlag reports whether f's default is its type's zero value, which
+// flag.PrintDefaults leaves out too.
+func isZeroFlag(f *flag.Flag) bool {
+	switch f.DefValue {
+	case "", "0", "false", "0s", "[]":
+		return true
+	}
+	return false
+}
+
+func flagIsString(f *flag.Flag) bool {
+	name, _ := flag.UnquoteUsage(f)
+	return name == "string"
 }
 
 // parse parses flags that may be interspersed with positional arguments

@@ -134,7 +134,7 @@ agents:
 		runID := strings.TrimSpace(out.String())
 		require.Eventually(t, func() bool {
 			var out syncBuf
-			return Main(context.Background(), []string{"status", runID}, nil, &out, &errb, env) == ExitOK &&
+			return Main(context.Background(), []string{"status", "--json", runID}, nil, &out, &errb, env) == ExitOK &&
 				strings.Contains(out.String(), `"status": "running"`)
 		}, 20*time.Second, 20*time.Millisecond, "waited for run %s to be running on the worker", runID)
 

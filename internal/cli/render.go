@@ -57,6 +57,14 @@ func follow(ctx context.Context, env *Env, c *client.Client, runID string, asJSO
 		if gated && !again && ask && stdin != nil {
 			decided[ar.Call.ID] = true
 			decide(ctx, env, c, runID, ar.Call, stdin)
+		} else if gated && !again && ask && !asJSON {
+			// The input came from stdin: nothing is left there to answer.
+			decided[ar.Call.ID] = true
+			if question(ar.Call) != "" {
+				fmt.Fprintf(env.Stderr, "answer it: lovia answer %s %s TEXT\n", runID, ar.Call.ID)
+			} else {
+				fmt.Fprintf(env.Stderr, "decide it: lovia approve %s %s (or --reject)\n", runID, ar.Call.ID)
+			}
 		}
 		switch e := ev.(type) {
 		case *loop.RunCompleted:
@@ -152,7 +160,7 @@ func (r *renderer) render(ev loop.Event) {
 		r.newline()
 		fmt.Fprintf(r.w, "%s %s(%s) needs approval (call %s)\n", p.paint(styleYellow, "⏸"), e.Call.Name, short(e.Call.Arguments, 200), e.Call.ID)
 	case *loop.ApprovalResolved:
-		fmt.Fprintf(r.w, "  %s: %s\n", e.Decision, e.Reason)
+		fmt.Fprintf(r.w, "  %s\n", decisionText(e.Decision, e.Reason))
 	case *loop.UserMessageInjected:
 		r.newline()
 		fmt.Fprintf(r.w, "» %s\n", e.Content)

@@ -11,7 +11,7 @@ import (
 	"github.com/lovia-fleet/lovia/pkg/bus"
 )
 
-const runsUsage = `list [--agent A] [--status S[,S]] [--session ID] [--worker ID] [--parent RUN_ID]
+const runsUsage = `list [--agent A] [--status S[,S]] [--session ID] [--worker ID] [--parent RUN_ID] [--schedule NAME]
                 [--since T] [--until T] [--awaiting] [--limit N] [--cursor C] [--json]
    or: lovia runs describe RUN_ID [--json]
 (T is an RFC 3339 time, 2026-12-01T09:00:00Z, or a duration ago: 90m, 24h)`
@@ -26,6 +26,7 @@ func runRuns(ctx context.Context, env *Env, args []string) int {
 	session := fs.String("session", "", "list: runs of this session")
 	workerID := fs.String("worker", "", "list: runs this worker holds or last held")
 	parent := fs.String("parent", "", "list: the children of this run")
+	sched := fs.String("schedule", "", "list: the runs this schedule fired")
 	since := fs.String("since", "", "list: runs created at or after T")
 	until := fs.String("until", "", "list: runs created before T")
 	awaiting := fs.Bool("awaiting", false, "list: runs waiting for an approval or an answer")
@@ -43,12 +44,14 @@ func runRuns(ctx context.Context, env *Env, args []string) int {
 	case pos[0] == "list" && len(pos) != 1:
 		return usageErr(env, fs, "lovia runs list takes flags, not arguments")
 	case pos[0] == "describe" && len(pos) != 2:
-		return usageErr(env, fs, "use: lovia runs describe RUN_ID")
+		// Its own usage, not the listing's flags.
+		fmt.Fprintln(env.Stderr, "lovia: name the run: lovia runs describe RUN_ID [--json] (lovia runs list lists the ids)")
+		return ExitUsage
 	case pos[0] != "list" && pos[0] != "describe":
 		return usageErr(env, fs, fmt.Sprintf("unknown subcommand %q: use list or describe", pos[0]))
 	}
 	now := time.Now()
-	req := &bus.RunsListRequest{Agent: *agent, Status: bus.StatusFilter(status), Session: *session, Worker: *workerID, Parent: *parent,
+	req := &bus.RunsListRequest{Agent: *agent, Status: bus.StatusFilter(status), Session: *session, Worker: *workerID, Parent: *parent, Schedule: *sched,
 		Awaiting: *awaiting, Limit: *limit, Cursor: *cursor}
 	if pos[0] == "list" {
 		var err error
@@ -166,10 +169,7 @@ func printDescription(w io.Writer, d *bus.RunDescription, now time.Time) {
 		agent += " (ended with " + d.FinalAgent + ")"
 	}
 	line("agent", "%s", agent)
-	st := string(d.Status)
-	if d.Worker != "" {
-		st += fmt.Sprintf(" on %s", d.Worker)
-	}
+	st := string(d.Status) + heldBy(d.Status, d.Worker)
 	line("status", "%s, attempt %d, submission %d", st, d.Attempt, d.Submissions)
 	if d.Waiting != "" {
 		line("waiting", "%s", d.Waiting)
@@ -200,10 +200,19 @@ func printDescription(w io.Writer, d *bus.RunDescription, now time.Time) {
 			line("", "decide: lovia approve %s %s (or --reject)", d.RunID, a.CallID)
 		}
 	}
+	if len(d.Metadata) > 0 {
+		line("metadata", "%s", metadataText(d.Metadata))
+	}
 	if d.Error != nil {
 		line("error", "%s: %s", d.Error.Type, d.Error.Message)
+		if d.Error.Hint != "" {
+			line("hint", "%s", d.Error.Hint)
+		}
 	}
 	_ = tw.Flush()
+	if d.Result != nil {
+		printOutput(w, d.Result.Output)
+	}
 	fmt.Fprintln(w, "\nhistory:")
 	if d.AttemptsDropped > 0 {
 		fmt.Fprintf(w, "  (%d earlier steps not kept)\n", d.AttemptsDropped)

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -15,7 +16,7 @@ import (
 	"github.com/lovia-fleet/lovia/pkg/schedule"
 )
 
-const scheduleUsage = `add NAME --agent A --input TEXT (--at TIME | --every DURATION | --cron "EXPR" [--tz ZONE]) [--session S] | ls | rm NAME | pause NAME | resume NAME
+const scheduleUsage = `add NAME --agent A --input TEXT (--at TIME | --every DURATION | --cron "EXPR" [--tz ZONE]) [--session S] | ls | get NAME | rm NAME | pause NAME | resume NAME
 
 Scheduled runs: each fire is an ordinary run of the agent (run id
 sched-<name>-<unix>), queued even while no worker is up. Cron expressions
@@ -32,12 +33,13 @@ func runSchedule(ctx context.Context, env *Env, args []string) int {
 	every := fs.Duration("every", 0, "add: fire at this interval (at least 1s: 30s, 15m, 24h)")
 	cron := fs.String("cron", "", `add: fire on this six-field cron expression ("0 30 9 * * 1-5") or @hourly, @daily, @weekly`)
 	tz := fs.String("tz", "", "add: the IANA time zone --cron is read in (default UTC)")
+	asJSON := fs.Bool("json", false, "ls, get: print the schedules as JSON")
 	pos, ok := parse(fs, args)
 	if !ok {
 		return ExitUsage
 	}
 	if code, ok := subcommand(env, fs, "schedule", scheduleUsage, pos,
-		subcmd{"add", 2}, subcmd{"ls", 1}, subcmd{"rm", 2}, subcmd{"pause", 2}, subcmd{"resume", 2}); !ok {
+		subcmd{"add", 2}, subcmd{"ls", 1}, subcmd{"get", 2}, subcmd{"rm", 2}, subcmd{"pause", 2}, subcmd{"resume", 2}); !ok {
 		return code
 	}
 	var sc schedule.Schedule
@@ -81,7 +83,7 @@ func runSchedule(ctx context.Context, env *Env, args []string) int {
 		if err != nil {
 			return fail(env.Stderr, err)
 		}
-		fmt.Fprintf(env.Stdout, "schedule %s added: %s runs %s\n", s.Name, scheduleWhen(s), s.Agent)
+		fmt.Fprintf(env.Stdout, "schedule %s added: %s runs %s; next fire %s\n", s.Name, scheduleWhen(s), s.Agent, nextText(s.Next, time.Now()))
 		if served := servedBy(rctx, js, names); served != nil && served[s.Agent] == 0 {
 			fmt.Fprintf(env.Stderr, "lovia: no live worker serves agent %s yet: its fires wait, queued, until one does (lovia workers lists what each serves)\n", s.Agent)
 		}
@@ -90,20 +92,24 @@ func runSchedule(ctx context.Context, env *Env, args []string) int {
 		if err != nil {
 			return fail(env.Stderr, err)
 		}
-		if len(list) == 0 {
-			fmt.Fprintln(env.Stdout, "no schedules (add one with lovia schedule add)")
+		if *asJSON {
+			if list == nil {
+				list = []schedule.Schedule{}
+			}
+			printJSON(env, map[string]any{"schedules": list})
 			return ExitOK
 		}
-		tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tAGENT\tWHEN\tSTATE\tSESSION\tINPUT")
-		for _, s := range list {
-			state := "active"
-			if s.Paused {
-				state = "paused"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Agent, scheduleWhen(s), state, scheduleDash(s.SessionID), scheduleClip(s.Input, 40))
+		printSchedules(env.Stdout, list, time.Now())
+	case "get":
+		s, err := m.Get(rctx, pos[1])
+		if err != nil {
+			return fail(env.Stderr, err)
 		}
-		_ = tw.Flush()
+		if *asJSON {
+			printJSON(env, s)
+			return ExitOK
+		}
+		printSchedule(env.Stdout, s, time.Now())
 	case "rm":
 		if err := m.Remove(rctx, pos[1]); err != nil {
 			return fail(env.Stderr, err)
@@ -181,4 +187,53 @@ func scheduleClip(s string, n int) string {
 		return string(r[:n-1]) + "…"
 	}
 	return s
+}
+
+// printSchedules writes the schedules as a table, with each one's next
+// fire.
+func printSchedules(w io.Writer, list []schedule.Schedule, now time.Time) {
+	if len(list) == 0 {
+		fmt.Fprintln(w, "no schedules (add one with lovia schedule add)")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tAGENT\tWHEN\tSTATE\tNEXT\tSESSION\tINPUT")
+	for _, s := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Agent, scheduleWhen(s), scheduleState(s), nextText(s.Next, now), scheduleDash(s.SessionID), scheduleClip(s.Input, 40))
+	}
+	_ = tw.Flush()
+}
+
+// printSchedule writes one schedule and how to find its runs.
+func printSchedule(w io.Writer, s schedule.Schedule, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "schedule\t%s\n", s.Name)
+	fmt.Fprintf(tw, "agent\t%s\n", s.Agent)
+	fmt.Fprintf(tw, "when\t%s\n", scheduleWhen(s))
+	fmt.Fprintf(tw, "state\t%s\n", scheduleState(s))
+	fmt.Fprintf(tw, "next\t%s\n", nextText(s.Next, now))
+	if s.SessionID != "" {
+		fmt.Fprintf(tw, "session\t%s\n", s.SessionID)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(w, "\ninput:\n%s\n\nits runs: lovia runs list --schedule %s\n", indent(strings.TrimRight(s.Input, "\n"), "  "), s.Name)
+}
+
+func scheduleState(s schedule.Schedule) string {
+	if s.Paused {
+		return "paused"
+	}
+	return "active"
+}
+
+// nextText is a next fire for people: its time and how far ahead.
+func nextText(t, now time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := t.Sub(now).Round(time.Second)
+	if d <= 0 {
+		return t.UTC().Format(time.RFC3339) + " (now)"
+	}
+	return t.UTC().Format(time.RFC3339) + " (in " + d.String() + ")"
 }

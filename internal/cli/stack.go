@@ -71,18 +71,46 @@ func logger(env *Env, level string, format ...string) (*slog.Logger, error) {
 		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
 	}
 	opts := &slog.HandlerOptions{Level: l}
-	f := env.Getenv("LOVIA_LOG_FORMAT")
-	if len(format) > 0 && format[0] != "" {
-		f = format[0]
-	}
+	f := logFormat(env, format...)
 	switch f {
 	case "", "text":
 		return slog.New(slog.NewTextHandler(env.Stderr, opts)), nil
 	case "json":
+		opts.ReplaceAttr = durationText
 		return slog.New(slog.NewJSONHandler(env.Stderr, opts)), nil
 	default:
 		return nil, fmt.Errorf("--log-format (or LOVIA_LOG_FORMAT) %q: use text or json", f)
 	}
+}
+
+// logFormat is the log format asked for: the flag's, else
+// $LOVIA_LOG_FORMAT.
+func logFormat(env *Env, format ...string) string {
+	if len(format) > 0 && format[0] != "" {
+		return format[0]
+	}
+	return env.Getenv("LOVIA_LOG_FORMAT")
+}
+
+// durationText writes durations as Go durations ("30s") in JSON logs,
+// as the text format does, not as integers of nanoseconds.
+func durationText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
+}
+
+// startFailure reports an error that stops a long-lived process (a
+// worker, a gateway) as it starts: in JSON mode as a JSON log line at
+// level ERROR (what collects the logs parses every line), else as the
+// CLI's "lovia: …" line.
+func startFailure(env *Env, log *slog.Logger, format string, err error) int {
+	if logFormat(env, format) == "json" && log != nil {
+		log.Error("lovia: "+strings.TrimPrefix(err.Error(), "lovia: "), "exit", ExitFailure)
+		return ExitFailure
+	}
+	return fail(env.Stderr, err)
 }
 
 // fleetDeps are the pieces a worker or gateway process builds once.
@@ -162,18 +190,24 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	}
 	tracing, stopTracing, err := startTracing(ctx, env, "lovia-worker", log)
 	if err != nil {
-		return fail(env.Stderr, err)
+		return startFailure(env, log, wf.logFormat, err)
 	}
 	defer stopTracing() // last: after the worker's Stop
+	if wf.agents != "" {
+		// A typo is said at once, before waiting on a server.
+		if _, err := checkAgentsFile(env, wf.agents, wf.workspace); err != nil {
+			return startFailure(env, log, wf.logFormat, err)
+		}
+	}
 	connect := func(name string) (*nats.Conn, error) { return nf.dial(ctx, name, *natsWait, log) }
 	nc, err := connect("worker")
 	if err != nil {
-		return fail(env.Stderr, err)
+		return startFailure(env, log, wf.logFormat, err)
 	}
 	defer nc.Close()
 	deps, err := buildDeps(ctx, env, wf, fleetConn{prefix: nf.prefix, connect: connect}, log)
 	if err != nil {
-		return fail(env.Stderr, err)
+		return startFailure(env, log, wf.logFormat, err)
 	}
 	defer stopDeps(deps) // after the worker's Stop below
 	deps.tracing = tracing.TracerProvider()
@@ -189,7 +223,7 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	}
 	addr, stopMetrics, err := serveMetrics(*metricsAddr, reg, probes, log)
 	if err != nil {
-		return fail(env.Stderr, err)
+		return startFailure(env, log, wf.logFormat, err)
 	}
 	defer stopMetrics()
 	if addr != "" {
@@ -197,18 +231,22 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	}
 	w, svc, err := startWorkerProcess(ctx, nc, nf.prefix, *id, wf, deps, reg, log)
 	if err != nil {
-		return fail(env.Stderr, err)
+		return startFailure(env, log, wf.logFormat, err)
 	}
 	if wf.registry {
 		if err := probes.setAgents(w.Agents()); err != nil {
-			return fail(env.Stderr, err)
+			return startFailure(env, log, wf.logFormat, err)
 		}
 	}
 	probes.started()
-	if agents := w.Agents(); len(agents) > 0 {
-		fmt.Fprintf(env.Stderr, "lovia worker %s serving agents %s on %s\n", w.ID(), strings.Join(agents, ", "), nf.shown())
+	up := fmt.Sprintf("lovia worker %s serving agents %s on %s", w.ID(), strings.Join(w.Agents(), ", "), nf.shown())
+	if len(w.Agents()) == 0 {
+		up = fmt.Sprintf("lovia worker %s serving no agent yet on %s: the registry has none it can serve (lovia agents apply FILE)", w.ID(), nf.shown())
+	}
+	if logFormat(env, wf.logFormat) == "json" {
+		log.Info(up) // every line of a JSON log is JSON
 	} else {
-		fmt.Fprintf(env.Stderr, "lovia worker %s serving no agent yet on %s: the registry has none it can serve (lovia agents apply FILE)\n", w.ID(), nf.shown())
+		fmt.Fprintln(env.Stderr, up)
 	}
 	<-ctx.Done()
 	probes.stopping()
@@ -216,7 +254,7 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	defer cancel()
 	_ = svc.Stop(stopCtx)
 	if err := w.Stop(stopCtx); err != nil {
-		return fail(env.Stderr, err)
+		return startFailure(env, log, wf.logFormat, err)
 	}
 	return ExitOK
 }
@@ -299,6 +337,12 @@ func runDev(ctx context.Context, env *Env, args []string) int {
 		return fail(env.Stderr, err)
 	}
 	defer stopTracing() // last: after every component stopped
+	if wf.agents != "" {
+		// A typo is said at once, before the server starts.
+		if _, err := checkAgentsFile(env, wf.agents, wf.workspace); err != nil {
+			return fail(env.Stderr, err)
+		}
+	}
 	if err := os.MkdirAll(*data, 0o755); err != nil {
 		return fail(env.Stderr, err)
 	}

@@ -17,11 +17,11 @@ func TestSubcommandUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"agents"}, "name a subcommand: apply, ls, get, history or rm"},
-		{[]string{"agents", "push"}, `unknown subcommand "push": use apply, ls, get, history or rm`},
-		{[]string{"agents", "get"}, "use: lovia agents apply FILE [--prune] | ls | get NAME"},
-		{[]string{"schedule"}, "name a subcommand: add, ls, rm, pause or resume"},
-		{[]string{"schedule", "stop", "x"}, `unknown subcommand "stop": use add, ls, rm, pause or resume`},
+		{[]string{"agents"}, "name a subcommand: apply, check, ls, get, history or rm"},
+		{[]string{"agents", "push"}, `unknown subcommand "push": use apply, check, ls, get, history or rm`},
+		{[]string{"agents", "get"}, "use: lovia agents apply FILE [--prune] | check FILE | ls [--json] | get NAME"},
+		{[]string{"schedule"}, "name a subcommand: add, ls, get, rm, pause or resume"},
+		{[]string{"schedule", "stop", "x"}, `unknown subcommand "stop": use add, ls, get, rm, pause or resume`},
 		{[]string{"schedule", "ls", "extra"}, "use: lovia schedule add NAME --agent A"},
 	} {
 		var out, errb bytes.Buffer

@@ -76,6 +76,9 @@ func runTools(ctx context.Context, env *Env, args []string) int {
 	l.Builtin = entries(builtin)
 
 	if *agents != "" {
+		if _, err := checkAgentsFile(env, *agents, "workspace"); err != nil {
+			return fail(env.Stderr, err)
+		}
 		f, err := catalog.ReadFile(*agents)
 		if err != nil {
 			return fail(env.Stderr, err)

@@ -41,6 +41,9 @@ type RunsListRequest struct {
 	Worker  string       `json:"worker,omitempty" msgpack:"worker,omitempty"`
 	// Parent keeps the children of a run (their parent_run_id).
 	Parent string `json:"parent,omitempty" msgpack:"parent,omitempty"`
+	// Schedule keeps the fires of this schedule (run ids
+	// sched-<schedule>-<unix>).
+	Schedule string `json:"schedule,omitempty" msgpack:"schedule,omitempty"`
 	// Since and Until bound created_at: since ≤ created_at < until.
 	Since time.Time `json:"since,omitzero" msgpack:"since,omitempty"`
 	Until time.Time `json:"until,omitzero" msgpack:"until,omitempty"`
@@ -101,7 +104,7 @@ func (f *StatusFilter) DecodeMsgpack(dec *msgpack.Decoder) error {
 }
 
 func runsListFields() []string {
-	return []string{"agent", "awaiting", "cursor", "limit", "parent", "session", "since", "status", "until", "worker"}
+	return []string{"agent", "awaiting", "cursor", "limit", "parent", "schedule", "session", "since", "status", "until", "worker"}
 }
 
 // States returns the status filter, split at commas and trimmed.
@@ -127,7 +130,7 @@ func (r *RunsListRequest) PageSize() int {
 
 // Validate checks every filter, naming the known values of a bad one.
 func (r *RunsListRequest) Validate() error {
-	for _, f := range []struct{ name, v string }{{"agent", r.Agent}, {"session", r.Session}, {"worker", r.Worker}, {"parent", r.Parent}} {
+	for _, f := range []struct{ name, v string }{{"agent", r.Agent}, {"session", r.Session}, {"worker", r.Worker}, {"parent", r.Parent}, {"schedule", r.Schedule}} {
 		if f.v != "" {
 			if err := ValidateID(f.name, f.v); err != nil {
 				return err
@@ -281,6 +284,9 @@ type RunDescription struct {
 	Children         []RunSummary `json:"children" msgpack:"children"`
 	Waiting          string       `json:"waiting,omitempty" msgpack:"waiting,omitempty"`
 	RegistryRevision uint64       `json:"registry_revision,omitempty" msgpack:"registry_revision,omitempty"`
+	// Metadata is the run request's metadata (a scheduled fire's
+	// {"schedule": name}).
+	Metadata map[string]any `json:"metadata,omitempty" msgpack:"metadata,omitempty"`
 }
 
 // Validate checks the run id.

@@ -158,7 +158,7 @@ func Decode(data []byte) (File, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil {
-		return File{}, explainYAML(err)
+		return File{}, explainYAML(err, data)
 	}
 	return f, nil
 }
@@ -287,6 +287,11 @@ func build(s Spec, visible []string, opts Options) (*Agent, error) {
 			return nil, fmt.Errorf("model %q: no provider registry configured", s.Model)
 		}
 		p, err := opts.Registry.Resolve(s.Model)
+		var ue *loop.UserError
+		if errors.As(err, &ue) && strings.HasPrefix(ue.Message, "unknown model") {
+			// The agents file also takes scripted, which no prefix names.
+			return nil, &loop.UserError{Message: ue.Message, Hint: "use demo, scripted (with a script:), or " + ue.Hint}
+		}
 		if err != nil {
 			return nil, err
 		}

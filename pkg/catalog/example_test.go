@@ -96,6 +96,6 @@ func ExampleParse_unknownField() {
 	_, err := catalog.Parse([]byte("agents:\n  - name: math\n    modle: scripted\n"), catalog.Options{Tools: ts})
 	fmt.Println(err)
 	// Output:
-	// invalid YAML:
+	// unknown keys:
 	//   line 3: unknown key "modle" in an agent (known: name, instructions, model, tools, handoffs, approval, output_schema, max_turns, approval_timeout, script, mcp_servers, plugins, http)
 }

@@ -1,10 +1,12 @@
 package catalog
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -35,23 +37,54 @@ var unknownFieldRE = regexp.MustCompile(`^(line \d+: )field (\S+) not found in t
 
 // explainYAML rewrites the decoder's unknown-field errors to name the
 // keys that section knows, so a typo shows its fix.
-func explainYAML(err error) error {
+func explainYAML(err error, data []byte) error {
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
-		return fmt.Errorf("invalid YAML: %w", err)
+		return fmt.Errorf("invalid YAML: %w", syntaxLine(err, data))
 	}
 	msgs := make([]string, len(te.Errors))
+	unknownOnly := true
 	for i, m := range te.Errors {
 		msgs[i] = m
 		sub := unknownFieldRE.FindStringSubmatch(m)
 		if sub == nil {
+			unknownOnly = false
 			continue
 		}
 		if t, ok := sections[sub[3]]; ok {
 			msgs[i] = fmt.Sprintf("%sunknown key %q in %s (known: %s)", sub[1], sub[2], sectionNames[sub[3]], strings.Join(yamlKeys(t), ", "))
 		}
 	}
-	return fmt.Errorf("invalid YAML:\n  %s", strings.Join(msgs, "\n  "))
+	what := "invalid YAML" // a value of the wrong type
+	if unknownOnly {
+		what = "unknown keys" // the YAML is fine, a key is misspelt
+	}
+	return fmt.Errorf("%s:\n  %s", what, strings.Join(msgs, "\n  "))
+}
+
+var syntaxLineRE = regexp.MustCompile(`^yaml: line (\d+): `)
+
+// syntaxLine corrects the line of a YAML syntax error: the parser names
+// the line its block started on (line 1 for a bad indent on line 3). The
+// first line whose prefix of the file no longer parses is where the
+// problem is.
+func syntaxLine(err error, data []byte) error {
+	m := syntaxLineRE.FindStringSubmatch(err.Error())
+	lines := bytes.Split(data, []byte("\n"))
+	if m == nil || len(lines) > 5000 {
+		return err
+	}
+	for n := 1; n <= len(lines); n++ {
+		var v any
+		if yaml.Unmarshal(bytes.Join(lines[:n], []byte("\n")), &v) == nil {
+			continue
+		}
+		if strconv.Itoa(n) == m[1] {
+			return err
+		}
+		return fmt.Errorf("line %d: %s, at %q (check its indentation against the lines above)", n, strings.TrimPrefix(err.Error(), m[0]), strings.TrimSpace(string(lines[n-1])))
+	}
+	return err
 }
 
 func yamlKeys(t reflect.Type) []string {

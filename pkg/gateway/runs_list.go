@@ -13,7 +13,7 @@ import (
 
 // The run listing over HTTP (docs/protocol.md#listing-runs).
 //
-//	GET /v1/runs?agent=&status=&session=&worker=&parent=&since=&until=&awaiting=true&limit=&cursor=
+//	GET /v1/runs?agent=&status=&session=&worker=&parent=&schedule=&since=&until=&awaiting=true&limit=&cursor=
 //	    → {runs: [...], next_cursor, counts: {queued, running, parked, completed, failed}}
 //	GET /v1/runs/{id}/describe → the run's description
 const (
@@ -31,7 +31,7 @@ func isRunsListRoute(pattern string) bool {
 }
 
 // listParams are the query parameters of GET /v1/runs, sorted.
-var listParams = []string{"agent", "awaiting", "cursor", "limit", "parent", "session", "since", "status", "until", "worker"}
+var listParams = []string{"agent", "awaiting", "cursor", "limit", "parent", "schedule", "session", "since", "status", "until", "worker"}
 
 func (g *Gateway) runsList(w http.ResponseWriter, r *http.Request) {
 	req, herr := listRequest(r)
@@ -64,7 +64,7 @@ func listRequest(r *http.Request) (*bus.RunsListRequest, *httpError) {
 		}
 	}
 	req := &bus.RunsListRequest{Agent: q.Get("agent"), Status: q["status"], Session: q.Get("session"), Worker: q.Get("worker"),
-		Parent: q.Get("parent"), Cursor: q.Get("cursor")}
+		Parent: q.Get("parent"), Schedule: q.Get("schedule"), Cursor: q.Get("cursor")}
 	for _, t := range []struct {
 		name string
 		dst  *time.Time

@@ -200,14 +200,31 @@ func (r *Registry) Resolve(spec string) (Provider, error) {
 	}
 	r.mu.RUnlock()
 	if f == nil || spec == "" {
-		return nil, &UserError{
-			Message: fmt.Sprintf("unknown model %q", spec),
-			Hint:    fmt.Sprintf("use \"prefix:model\" with one of the registered prefixes %q, or register a ProviderFactory for yours with Registry.Register", r.Prefixes()),
-		}
+		return nil, &UserError{Message: fmt.Sprintf("unknown model %q", spec), Hint: r.modelHint()}
 	}
 	p, err := f(model)
 	if err != nil {
 		return nil, fmt.Errorf("model %q: %w", spec, err)
 	}
 	return p, nil
+}
+
+// modelHint says which model strings resolve: "prefix:model" with the
+// registered prefixes, and a bare name when "" is registered. (A program
+// adds a prefix with [Registry.Register].)
+func (r *Registry) modelHint() string {
+	var prefixes []string
+	bare := false
+	for _, p := range r.Prefixes() {
+		if p == "" {
+			bare = true
+			continue
+		}
+		prefixes = append(prefixes, p)
+	}
+	hint := "write the model as prefix:model, with a known prefix: " + strings.Join(prefixes, ", ")
+	if bare {
+		hint += "; or a bare model name for the OpenAI-compatible endpoint (OPENAI_BASE_URL)"
+	}
+	return hint
 }

@@ -32,5 +32,5 @@ func ExampleNewRegistry() {
 	// claude:claude-sonnet-4-5  → anthropic claude-sonnet-4-5 at https://api.anthropic.com
 	// demo                      → demo demo at offline
 	// unknown model "gemini:flash"
-	//   hint: use "prefix:model" with one of the registered prefixes ["" "anthropic" "claude" "demo" "oai" "openai" "openai-chat"], or register a ProviderFactory for yours with Registry.Register
+	//   hint: write the model as prefix:model, with a known prefix: anthropic, claude, demo, oai, openai, openai-chat; or a bare model name for the OpenAI-compatible endpoint (OPENAI_BASE_URL)
 }

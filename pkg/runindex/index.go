@@ -2,9 +2,11 @@ package runindex
 
 import (
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/store"
 )
 
@@ -31,6 +33,9 @@ type Run struct {
 // Query filters and pages a listing. Empty fields do not filter.
 type Query struct {
 	Agent, Session, Worker, Parent string
+	// Schedule keeps the fires of this schedule: the runs whose id is
+	// bus.ScheduledRunIDAt(Schedule, some slot).
+	Schedule string
 	// Statuses keeps runs in any of them.
 	Statuses []store.RunStatus
 	// Since ≤ created_at < Until.
@@ -346,6 +351,9 @@ func (x *Index) Query(q Query, now time.Time) (Page, error) {
 	pick(x.sessions, q.Session)
 	pick(x.workers, q.Worker)
 	pick(x.parents, q.Parent)
+	if q.Schedule != "" && !fieldFilter {
+		base, fieldFilter = x.all.es, true // no postings: every run is a candidate
+	}
 	if q.Awaiting && (!fieldFilter || len(x.waiting) < len(base)) {
 		base = make([]*entry, 0, len(x.waiting))
 		for e := range x.waiting {
@@ -367,7 +375,8 @@ func (x *Index) Query(q Query, now time.Time) (Page, error) {
 	match := func(e *entry) (*Await, bool) {
 		r := &e.rec
 		if q.Agent != "" && r.Agent != q.Agent || q.Session != "" && r.SessionID != q.Session ||
-			q.Worker != "" && r.Worker != q.Worker || q.Parent != "" && r.ParentRunID != q.Parent {
+			q.Worker != "" && r.Worker != q.Worker || q.Parent != "" && r.ParentRunID != q.Parent ||
+			q.Schedule != "" && !firedBy(r.RunID, q.Schedule) {
 			return nil, false
 		}
 		if !q.Awaiting {
@@ -469,3 +478,19 @@ func searchIn(es []*entry, k key) int {
 
 // callKeyOf is the key token of a call id, as store.Control writes it.
 func callKeyOf(callID string) string { return store.CallKeyOf(callID) }
+
+// firedBy reports whether runID is a fire of the schedule name:
+// sched-<name>-<unix seconds>, so that schedule "a" does not take the
+// fires of schedule "a-1".
+func firedBy(runID, name string) bool {
+	rest, ok := strings.CutPrefix(runID, bus.ScheduledRunIDPrefix+name+"-")
+	if !ok || rest == "" {
+		return false
+	}
+	for _, c := range rest {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}

@@ -8,9 +8,10 @@ import (
 	"time"
 )
 
-// cronSpec is a parsed six-field cron expression. Its matching is the
-// NATS server's (server/cron.go, after robfig/cron): the slots the catch-up
-// computes are the slots the server fires.
+// cronSpec is a parsed six-field cron expression, matched as the NATS
+// server's message scheduler matches it (a star in either day field makes
+// the two day fields AND, not OR), so the slots the catch-up computes are
+// the slots the server fires.
 type cronSpec struct {
 	sec, min, hour, dom, month, dow uint64
 	loc                             *time.Location
@@ -133,67 +134,40 @@ func cronNumber(s string, f cronField) (uint, error) {
 }
 
 // next returns the first slot after t (to the second), or false when
-// there is none within five years.
+// there is none within five years. While a field does not match, t moves
+// to the start of that field's next unit, coarsest field first: the next
+// month, day, hour, minute or second, each starting at its zero.
 func (c *cronSpec) next(t time.Time) (time.Time, bool) {
 	loc := c.loc
 	t = t.In(loc).Truncate(time.Second).Add(time.Second)
-	truncated := false
-	limit := t.Year() + 5
-wrap:
-	if t.Year() > limit {
-		return time.Time{}, false
-	}
-	for 1<<uint(t.Month())&c.month == 0 {
-		if !truncated {
-			truncated = true
-			t = time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, loc)
-		}
-		if t = t.AddDate(0, 1, 0); t.Month() == time.January {
-			goto wrap
-		}
-	}
-	for !c.dayMatches(t) {
-		if !truncated {
-			truncated = true
-			t = time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, loc)
-		}
-		if t = t.AddDate(0, 0, 1); t.Day() == 1 {
-			goto wrap
+	limit := t.AddDate(5, 0, 0)
+	for t.Before(limit) {
+		y, mo, d := t.Date()
+		h, mi, sec := t.Clock()
+		switch {
+		case !hasBit(c.month, int(mo)):
+			t = time.Date(y, mo+1, 1, 0, 0, 0, 0, loc)
+		case !c.dayMatches(t):
+			t = time.Date(y, mo, d+1, 0, 0, 0, 0, loc)
+		case !hasBit(c.hour, h):
+			t = time.Date(y, mo, d, h+1, 0, 0, 0, loc)
+		case !hasBit(c.min, mi):
+			t = t.Truncate(time.Minute).Add(time.Minute)
+		case !hasBit(c.sec, sec):
+			t = t.Add(time.Second)
+		default:
+			return t, true
 		}
 	}
-	for 1<<uint(t.Hour())&c.hour == 0 {
-		if !truncated {
-			truncated = true
-			t = time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), 0, 0, 0, loc)
-		}
-		if t = t.Add(time.Hour); t.Hour() == 0 {
-			goto wrap
-		}
-	}
-	for 1<<uint(t.Minute())&c.min == 0 {
-		if !truncated {
-			truncated = true
-			t = t.Truncate(time.Minute)
-		}
-		if t = t.Add(time.Minute); t.Minute() == 0 {
-			goto wrap
-		}
-	}
-	for 1<<uint(t.Second())&c.sec == 0 {
-		if !truncated {
-			truncated = true
-			t = t.Truncate(time.Second)
-		}
-		if t = t.Add(time.Second); t.Second() == 0 {
-			goto wrap
-		}
-	}
-	return t, true
+	return time.Time{}, false
 }
 
+// hasBit reports whether field's bit for value v is set.
+func hasBit(field uint64, v int) bool { return field&(1<<uint(v)) != 0 }
+
 func (c *cronSpec) dayMatches(t time.Time) bool {
-	domMatch := 1<<uint(t.Day())&c.dom > 0
-	dowMatch := 1<<uint(t.Weekday())&c.dow > 0
+	domMatch := hasBit(c.dom, t.Day())
+	dowMatch := hasBit(c.dow, int(t.Weekday()))
 	if c.dom&starBit > 0 || c.dow&starBit > 0 {
 		return domMatch && dowMatch
 	}

@@ -71,7 +71,7 @@ func New(cfg Config) (*Manager, error) {
 // Add creates schedule s; it refuses a name in use (ErrExists). Its first
 // fire is at At, an Every after now, or on the next cron match.
 func (m *Manager) Add(ctx context.Context, s Schedule) (Schedule, error) {
-	s.Paused = false
+	s.Paused, s.Next = false, time.Time{}
 	s.At = s.At.Truncate(time.Second)
 	if err := s.Validate(m.now()); err != nil {
 		return Schedule{}, err
@@ -96,6 +96,8 @@ func (m *Manager) Add(ctx context.Context, s Schedule) (Schedule, error) {
 		}
 		return Schedule{}, m.publishError("add", s.Name, err)
 	}
+	now := m.now()
+	s.Next = s.NextFire(now, now)
 	return s, nil
 }
 
@@ -201,6 +203,8 @@ func (m *Manager) setPaused(ctx context.Context, name string, paused bool) (Sche
 		}
 		return Schedule{}, m.publishError(op, name, err)
 	}
+	now := m.now()
+	s.Next = s.NextFire(now, now)
 	return s, nil
 }
 
@@ -270,6 +274,9 @@ func (m *Manager) get(ctx context.Context, name string) (Schedule, uint64, error
 		return Schedule{}, 0, fmt.Errorf("schedule: get %s: %w", name, err)
 	}
 	s, err := decode(name, raw)
+	if err == nil {
+		s.Next = s.NextFire(raw.Time, m.now())
+	}
 	return s, raw.Sequence, err
 }
 

@@ -32,6 +32,9 @@ type Schedule struct {
 	TimeZone string `json:"time_zone,omitempty"`
 	// Paused is set on listed schedules that are paused; Add ignores it.
 	Paused bool `json:"paused,omitempty"`
+	// Next is when a listed schedule fires next (omitted when paused or
+	// done: an @at that fired); Add ignores it.
+	Next time.Time `json:"next,omitzero"`
 }
 
 // Duration is a time.Duration written as a Go duration string ("90s").
@@ -74,8 +77,12 @@ func (s *Schedule) Validate(now time.Time) error {
 	if s.Name == "" {
 		return invalid("name", "is required", nameHint)
 	}
-	if err := bus.ValidateID("name", s.Name); err != nil || len(s.Name) > bus.MaxScheduleNameLen {
-		return invalid("name", quote(s.Name)+" is not 1–100 characters of [A-Za-z0-9_-]", nameHint)
+	// The length first: the id rules' own messages say 1–128.
+	if len(s.Name) > bus.MaxScheduleNameLen {
+		return invalid("name", "longer than 100 characters", nameHint)
+	}
+	if err := bus.ValidateID("name", s.Name); err != nil {
+		return invalid("name", strings.ReplaceAll(bus.ErrorFor(err).Message, "1–128", "1–100"), nameHint)
 	}
 	if s.Agent == "" {
 		return invalid("agent", "is required", "name the agent each fire runs (--agent)")
@@ -122,6 +129,14 @@ func (s *Schedule) Validate(now time.Time) error {
 			return invalid("every", "the interval "+time.Duration(s.Every).String()+" is not whole seconds", "use whole seconds: 90s, 15m, 24h")
 		}
 	default:
+		if strings.HasPrefix(s.Cron, "@every") || strings.HasPrefix(s.Cron, "@at") {
+			every := strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(s.Cron, "@every"), "@at"))
+			if every == "" || strings.HasPrefix(s.Cron, "@at") {
+				every = "2s"
+			}
+			return invalid("cron", quote(s.Cron)+" is not a cron expression",
+				"an interval is every, not cron (lovia schedule add --every "+every+"), one time is at (--at 2026-12-24T18:00:00Z); cron takes six fields, seconds first, or @hourly, @daily, @weekly, @monthly")
+		}
 		const cronHint = "the cron expression starts with seconds: \"0 30 9 * * 1-5\" is 09:30:00 on weekdays; or use @hourly, @daily, @weekly, @monthly"
 		if !predefined[s.Cron] && len(strings.Fields(s.Cron)) != 6 {
 			return invalid("cron", quote(s.Cron)+" has "+strconv.Itoa(len(strings.Fields(s.Cron)))+" fields, want 6", cronHint)

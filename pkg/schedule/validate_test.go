@@ -71,6 +71,8 @@ func TestServerRefusals(t *testing.T) {
 	require.Contains(t, bus.ErrorFor(err).Hint, "lovia schedule rm twice")
 	got, err := b.m.Get(b.ctx, "twice")
 	require.NoError(t, err)
+	require.False(t, got.Next.IsZero(), "a listed schedule has its next fire")
+	got.Next = time.Time{}
 	require.Equal(t, s, got)
 	_, err = b.m.Pause(b.ctx, "missing")
 	require.ErrorIs(t, err, schedule.ErrNotFound)

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/fleet"
 	"github.com/lovia-fleet/lovia/pkg/loop"
+	"github.com/lovia-fleet/lovia/pkg/runindex"
+	"github.com/lovia-fleet/lovia/pkg/store"
 )
 
 // fleetState is the API's view of the live fleet, bound on first use.
@@ -60,7 +63,15 @@ func (a *API) checkAgent(ctx context.Context, agent string) error {
 	if a.cfg.Catalog != nil {
 		live = append(live, a.cfg.Catalog.Names()...)
 	}
-	return bus.UnknownAgentError(agent, live)
+	err := bus.UnknownAgentError(agent, live)
+	if a.registryFleet(ctx) {
+		live = slices.Compact(slices.Sorted(slices.Values(live)))
+		err.Hint = "define it in the agents registry: lovia agents apply FILE (the registry's workers serve it within a second)"
+		if len(live) > 0 {
+			err.Hint = "use one of the agents the fleet serves: " + strings.Join(live, ", ") + "; or define " + agent + " in the agents registry: lovia agents apply FILE (the registry's workers serve it within a second)"
+		}
+	}
+	return err
 }
 
 // checkScheduleAgent is checkAgent for a schedule's agent, which the
@@ -95,7 +106,25 @@ func (a *API) waiting(ctx context.Context, agent string) string {
 			return ""
 		}
 	}
+	if a.registryFleet(ctx) {
+		return fmt.Sprintf("no worker serves agent %q; the run starts when one does: lovia agents apply a file that defines it (or see the workers' logs for a tool or model they cannot provide)", agent)
+	}
 	return fmt.Sprintf("no worker serves agent %q; the run starts when a worker whose agents file defines it joins the fleet", agent)
+}
+
+// registryFleet reports whether agents come from the agents registry
+// here: this API serves a registry worker (no catalog of its own), or the
+// registry holds agents.
+func (a *API) registryFleet(ctx context.Context) bool {
+	if a.cfg.Catalog == nil {
+		return true
+	}
+	reg, err := a.agentsRegistry(ctx)
+	if err != nil {
+		return false
+	}
+	es, err := reg.List(ctx)
+	return err == nil && len(es) > 0
 }
 
 // FleetAgents lists the agents the live fleet serves (the union of every
@@ -149,7 +178,10 @@ func normalAgent(in *bus.AgentInfo) {
 }
 
 // Workers lists the live workers of the fleet: the agents each serves,
-// its runs in flight (at its last refresh, every 2s) and its version.
+// its runs in flight and its version. The runs in flight are the running
+// runs the run index says the worker holds (it follows the run records
+// as they change), else what the worker announced at its last refresh
+// (every 2s), which lags a run that just ended.
 func (a *API) Workers(ctx context.Context) (*bus.WorkersReply, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
 	defer cancel()
@@ -162,13 +194,21 @@ func (a *API) Workers(ctx context.Context) (*bus.WorkersReply, error) {
 		return nil, err
 	}
 	out := &bus.WorkersReply{Workers: []bus.WorkerInfo{}}
+	x, ierr := a.runIndex(ctx)
+	now := time.Now()
 	for _, m := range ms {
 		agents := make([]string, 0, len(m.Agents))
 		for _, in := range m.Agents {
 			agents = append(agents, in.Name)
 		}
+		inFlight := m.InFlight
+		if ierr == nil {
+			if p, err := x.Query(runindex.Query{Worker: m.Worker, Statuses: []store.RunStatus{store.RunRunning}, Limit: 1}, now); err == nil {
+				inFlight = p.Counts[store.RunRunning]
+			}
+		}
 		out.Workers = append(out.Workers, bus.WorkerInfo{ID: m.Worker, Agents: agents, Concurrency: m.Concurrency,
-			InFlight: m.InFlight, Version: m.Version, StartedAt: m.StartedAt, SeenAt: m.SeenAt})
+			InFlight: inFlight, Version: m.Version, StartedAt: m.StartedAt, SeenAt: m.SeenAt})
 	}
 	return out, nil
 }

@@ -179,7 +179,7 @@ func (a *API) ListRuns(ctx context.Context, req *bus.RunsListRequest) (*bus.Runs
 	if err != nil {
 		return nil, err
 	}
-	q := runindex.Query{Agent: req.Agent, Session: req.Session, Worker: req.Worker, Parent: req.Parent,
+	q := runindex.Query{Agent: req.Agent, Session: req.Session, Worker: req.Worker, Parent: req.Parent, Schedule: req.Schedule,
 		Since: req.Since, Until: req.Until, Awaiting: req.Awaiting, Limit: req.PageSize(), Cursor: req.Cursor}
 	for _, s := range req.States() {
 		q.Statuses = append(q.Statuses, store.RunStatus(s))
@@ -316,7 +316,7 @@ func (a *API) DescribeRun(ctx context.Context, runID string) (*bus.RunDescriptio
 	now := time.Now()
 	d := &bus.RunDescription{Usage: r.Usage, FinishReason: r.FinishReason, Submissions: max(r.Submissions, 1), Wakes: r.Wakes,
 		Attempts: make([]bus.RunStep, 0, len(r.Attempts)), AttemptsDropped: r.AttemptsDropped, Children: []bus.RunSummary{},
-		RegistryRevision: r.Registry}
+		RegistryRevision: r.Registry, Metadata: r.Metadata}
 	for _, s := range r.Attempts {
 		d.Attempts = append(d.Attempts, bus.RunStep{N: s.N, Kind: s.Kind, Attempt: s.Attempt, Worker: s.Worker, At: s.At})
 	}
