@@ -1,7 +1,12 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -41,4 +46,29 @@ func TestDevSizesTheClaimLimit(t *testing.T) {
 	cons, err := js.Consumer(ctx, "LOVIA_RUNS", "agent-demo")
 	require.NoError(t, err)
 	require.Equal(t, bus.DefaultWorkersAckPending, cons.CachedInfo().Config.MaxAckPending)
+}
+
+// A second lovia dev on a taken NATS port or HTTP address says so before
+// it starts anything (the embedded server said it only after its
+// ten-second ready timeout), naming the flag that picks another.
+func TestDevRefusesATakenPort(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--nats-port", strconv.Itoa(port), "--http", "127.0.0.1:0"}, fmt.Sprintf("NATS port %d is already in use", port)},
+		{[]string{"--nats-port", "0", "--http", l.Addr().String()}, fmt.Sprintf("HTTP address %s is already in use", l.Addr())},
+	} {
+		var out, errb bytes.Buffer
+		args := append([]string{"dev", "--data", t.TempDir(), "--workspace", t.TempDir(), "--log-level", "warn"}, tc.args...)
+		code := Main(context.Background(), args, strings.NewReader(""), &out, &errb, getenv(nil))
+		require.Equal(t, ExitFailure, code, "%s %s", out.String(), errb.String())
+		require.Contains(t, errb.String(), tc.want)
+		require.NotContains(t, out.String(), "lovia dev is up")
+	}
 }

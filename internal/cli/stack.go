@@ -279,6 +279,9 @@ func runDev(ctx context.Context, env *Env, args []string) int {
 	if *workers < 1 {
 		return usageErr(env, fs, "--workers must be at least 1")
 	}
+	if err := devPortsFree(*natsPort, *httpAddr); err != nil {
+		return fail(env.Stderr, err)
+	}
 	if wf.maxPending == 0 {
 		// dev owns its embedded server: size the fleet-wide claim limit for
 		// its workers, whatever an older store directory recorded.
