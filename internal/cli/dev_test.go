@@ -5,9 +5,13 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -71,4 +75,67 @@ func TestDevRefusesATakenPort(t *testing.T) {
 		require.Contains(t, errb.String(), tc.want)
 		require.NotContains(t, out.String(), "lovia dev is up")
 	}
+}
+
+// The commands lovia dev's banner suggests work on the fleet it started:
+// with an agents file without demo, they name one of its agents.
+func TestDevBannerSuggestsAServedAgent(t *testing.T) {
+	t.Parallel()
+	agents := filepath.Join(t.TempDir(), "agents.yaml")
+	require.NoError(t, os.WriteFile(agents, []byte("agents:\n  - {name: oracle, model: scripted, script: [{text: four}]}\n"), 0o600))
+	ctx, cancel := context.WithCancel(context.Background())
+	out, errb := &syncBuf{}, &syncBuf{}
+	done := make(chan int, 1)
+	args := []string{"dev", "--agents", agents, "--nats-port", "0", "--http", "127.0.0.1:0", "--data", t.TempDir(),
+		"--workspace", t.TempDir(), "--log-level", "warn"}
+	go func() { done <- Main(ctx, args, strings.NewReader(""), out, errb, getenv(nil)) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case code := <-done:
+			require.Equal(t, ExitOK, code, errb.String())
+		case <-time.After(30 * time.Second):
+			t.Error("lovia dev did not stop")
+		}
+	})
+	re := regexp.MustCompile(`(?s)NATS\s+(nats://\S+).*try:\n  nats req (\S+) '([^']*)'\n  lovia (run .*)\n`)
+	var m []string
+	require.Eventually(t, func() bool {
+		m = re.FindStringSubmatch(out.String())
+		return m != nil
+	}, 30*time.Second, 20*time.Millisecond, "waiting for lovia dev's banner: %s %s", out.String(), errb.String())
+	url, subject, body, run := m[1], m[2], m[3], m[4]
+	require.Contains(t, body, `"agent":"oracle"`)
+
+	nc, err := nats.Connect(url)
+	require.NoError(t, err)
+	defer nc.Close()
+	rep, err := nc.Request(subject, []byte(body), 10*time.Second)
+	require.NoError(t, err)
+	require.Empty(t, rep.Header.Get("Nats-Service-Error"), "the banner's nats req is refused: %s", rep.Data)
+
+	words, err := splitWords(run)
+	require.NoError(t, err)
+	var runOut, runErr bytes.Buffer
+	code := Main(context.Background(), words, strings.NewReader(""), &runOut, &runErr, getenv(map[string]string{"NATS_URL": url}))
+	require.Equal(t, ExitOK, code, "the banner's lovia %s: %s", run, runErr.String())
+	require.Contains(t, runOut.String(), "four")
+}
+
+// splitWords splits a command line of plain and double-quoted words.
+func splitWords(s string) ([]string, error) {
+	var out []string
+	for s = strings.TrimSpace(s); s != ""; s = strings.TrimSpace(s) {
+		if s[0] == '"' {
+			end := strings.IndexByte(s[1:], '"')
+			if end < 0 {
+				return nil, fmt.Errorf("unclosed quote in %q", s)
+			}
+			out, s = append(out, s[1:end+1]), s[end+2:]
+			continue
+		}
+		w, rest, _ := strings.Cut(s, " ")
+		out, s = append(out, w), rest
+	}
+	return out, nil
 }

@@ -358,9 +358,7 @@ func runDev(ctx context.Context, env *Env, args []string) int {
   workers   %d, agents: %s
 
 try:
-  nats req %s '{"agent":"demo","input":"What is 12*7?"}'
-  lovia run "What time is it?"
-`, srv.ClientURL(), names.EventsWildcard(), httpURL, *workers, strings.Join(deps.catalog.Names(), ", "), names.APISubmit())
+%s`, srv.ClientURL(), names.EventsWildcard(), httpURL, *workers, strings.Join(deps.catalog.Names(), ", "), devTry(names, deps.catalog.Names(), *prefix))
 	<-ctx.Done()
 	fmt.Fprintln(env.Stderr, "lovia dev: shutting down")
 	return ExitOK

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"syscall"
+
+	"github.com/lovia-fleet/lovia/pkg/bus"
 )
 
 // devPortsFree fails at once when lovia dev's NATS port or HTTP address
@@ -36,4 +39,17 @@ func listenable(addr, what, who string) error {
 		return fmt.Errorf("cannot listen on %s: %w", what, err)
 	}
 	return l.Close()
+}
+
+// devTry is the commands lovia dev's banner suggests, for an agent it
+// serves: demo when it does, else the first of its agents.
+func devTry(names bus.Names, agents []string, prefix string) string {
+	agent, flag := "demo", ""
+	if !slices.Contains(agents, "demo") && len(agents) > 0 {
+		agent, flag = agents[0], " --agent "+agents[0]
+	}
+	if prefix != bus.DefaultPrefix {
+		flag += " --prefix " + prefix
+	}
+	return fmt.Sprintf("  nats req %s '{\"agent\":%q,\"input\":\"What is 12*7?\"}'\n  lovia run%s \"What time is it?\"\n", names.APISubmit(), agent, flag)
 }
