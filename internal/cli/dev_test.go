@@ -139,3 +139,37 @@ func splitWords(s string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// Two lovia devs on one data directory would be two servers writing one
+// JetStream store: the second is refused, naming the first and --data.
+func TestDevRefusesADataDirInUse(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	startDev(t, "--data", dir)
+	out, errb := &syncBuf{}, &syncBuf{}
+	args := []string{"dev", "--data", dir, "--nats-port", "0", "--http", "127.0.0.1:0", "--workspace", t.TempDir(), "--log-level", "warn"}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() { done <- Main(ctx, args, strings.NewReader(""), out, errb, getenv(nil)) }()
+	var code int
+	deadline := time.After(time.Minute)
+wait:
+	for {
+		select {
+		case code = <-done:
+			break wait
+		case <-deadline:
+			t.Fatalf("the second lovia dev neither ended nor came up in a minute: %s %s", out.String(), errb.String())
+		case <-time.After(20 * time.Millisecond): // polling its output for the banner
+			if strings.Contains(out.String(), "lovia dev is up") {
+				cancel()
+				<-done
+				t.Fatalf("a second lovia dev came up on the data directory of the first: %s", out.String())
+			}
+		}
+	}
+	require.Equal(t, ExitFailure, code, "%s %s", out.String(), errb.String())
+	require.Contains(t, errb.String(), fmt.Sprintf("the data directory %s is in use by another lovia dev (pid %d): stop it, or start this one with --data DIR", dir, os.Getpid()))
+	require.NotContains(t, out.String(), "lovia dev is up")
+}

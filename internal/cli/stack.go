@@ -299,6 +299,11 @@ func runDev(ctx context.Context, env *Env, args []string) int {
 	if err := os.MkdirAll(*data, 0o755); err != nil {
 		return fail(env.Stderr, err)
 	}
+	release, err := lockDevData(*data)
+	if err != nil {
+		return fail(env.Stderr, err)
+	}
+	defer release() // last but tracing: after the server stopped
 	srv, err := broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: *data, Port: *natsPort, ServerName: "lovia-dev"})
 	if err != nil {
 		return fail(env.Stderr, fmt.Errorf("embedded NATS on port %d: %w (use --nats-port to pick another)", *natsPort, err))
