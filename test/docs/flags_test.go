@@ -20,19 +20,37 @@ var (
 	docFlagRE      = regexp.MustCompile(`--([a-z][a-z0-9-]*)`)
 )
 
-// TestCommandTableFlags checks the README's command table against the
-// binary: each command it names answers -h, and every flag the row gives
-// it is one that command's help lists.
-func TestCommandTableFlags(t *testing.T) {
+// TestCommandFlags checks the lovia commands the docs show against the
+// binary: in README.md and docs/*.md, every `lovia …` code span (the
+// README's command table's rows among them) and every line of a fenced
+// block that starts with lovia — illustrative ones included. Each command
+// it names with flags answers -h, and every flag given is one that
+// command's help lists.
+func TestCommandFlags(t *testing.T) {
 	t.Parallel()
-	data, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
-	require.NoError(t, err)
-	section := string(data)
-	start := strings.Index(section, "\n## Commands")
-	require.NotEqual(t, -1, start, "README.md has no Commands section")
-	section = section[start+1:]
-	if end := strings.Index(section, "\n## "); end >= 0 {
-		section = section[:end]
+	type shown struct{ where, line string }
+	var lines []shown
+	for _, f := range documented(t) {
+		data, err := os.ReadFile(filepath.Join(repoRoot, f))
+		require.NoError(t, err)
+		fenced := false
+		for n, l := range strings.Split(string(data), "\n") {
+			where := fmt.Sprintf("%s:%d", f, n+1)
+			if fenceRE.MatchString(l) {
+				fenced = !fenced
+				continue
+			}
+			if fenced {
+				if c := strings.TrimPrefix(strings.TrimSpace(l), "bin/"); strings.HasPrefix(c, "lovia ") {
+					c, _, _ = strings.Cut(c, " #")
+					lines = append(lines, shown{where, c})
+				}
+				continue
+			}
+			for _, m := range tableCommandRE.FindAllStringSubmatch(l, -1) {
+				lines = append(lines, shown{where, m[1]})
+			}
+		}
 	}
 	helps := map[string]string{}
 	help := func(words []string) string {
@@ -48,8 +66,8 @@ func TestCommandTableFlags(t *testing.T) {
 	}
 	var bad []string
 	commands := 0
-	for _, m := range tableCommandRE.FindAllStringSubmatch(section, -1) {
-		line := strings.ReplaceAll(m[1], `\|`, "|")
+	for _, sh := range lines {
+		line := strings.ReplaceAll(sh.line, `\|`, "|")
 		var words []string
 		for _, tok := range strings.Fields(line)[1:] {
 			if !commandWordRE.MatchString(tok) || len(words) == 2 {
@@ -61,7 +79,7 @@ func TestCommandTableFlags(t *testing.T) {
 		if len(words) == 0 { // lovia --version
 			out, err := exec.Command(loviaBin, strings.Fields(line)[1:]...).CombinedOutput()
 			if err != nil {
-				bad = append(bad, fmt.Sprintf("`%s`: %v\n%s", line, err, out))
+				bad = append(bad, fmt.Sprintf("%s: `%s`: %v\n%s", sh.where, line, err, out))
 			}
 			continue
 		}
@@ -71,17 +89,17 @@ func TestCommandTableFlags(t *testing.T) {
 		}
 		h := help(words)
 		if !strings.Contains(strings.ToLower(h), "usage") {
-			bad = append(bad, fmt.Sprintf("`%s`: `lovia %s -h` prints no usage:\n%s", line, strings.Join(words, " "), h))
+			bad = append(bad, fmt.Sprintf("%s: `%s`: `lovia %s -h` prints no usage:\n%s", sh.where, line, strings.Join(words, " "), h))
 			continue
 		}
 		for _, f := range flags {
 			if !regexp.MustCompile(`(?m)^\s*--?` + regexp.QuoteMeta(f[1]) + `\b`).MatchString(h) {
-				bad = append(bad, fmt.Sprintf("`%s`: `lovia %s` has no flag --%s (its -h lists none)", line, strings.Join(words, " "), f[1]))
+				bad = append(bad, fmt.Sprintf("%s: `%s`: `lovia %s` has no flag --%s (its -h lists none)", sh.where, line, strings.Join(words, " "), f[1]))
 			}
 		}
 	}
-	require.Greater(t, commands, 10, "the command table's pattern found too few commands")
+	require.Greater(t, commands, 30, "the patterns found too few lovia commands in the docs")
 	if len(bad) > 0 {
-		t.Fatalf("the README's command table and the binary disagree:\n%s", strings.Join(bad, "\n"))
+		t.Fatalf("the docs and the binary disagree:\n%s", strings.Join(bad, "\n"))
 	}
 }
