@@ -67,7 +67,7 @@ chaos:
 ## build: bin/lovia, and bin/worker and bin/gateway as links to it (under
 ## those names it is `lovia worker` and `lovia gateway`)
 build:
-	@if [ ! -x $(BIN)/lovia ]; then echo "make: building $(BIN)/lovia: a first build compiles about $$($(GO) list -deps ./cmd/cli | wc -l) packages and takes a few minutes; later builds take seconds"; fi
+	@if [ ! -x $(BIN)/lovia ]; then echo "make: building $(BIN)/lovia: a first build downloads the modules and compiles some 600 packages, a few minutes; later builds take seconds"; fi
 	$(GO) build $(BUILDFLAGS) -o $(BIN)/lovia ./cmd/cli
 	@ln -sf lovia $(BIN)/worker && ln -sf lovia $(BIN)/gateway
 
