@@ -123,12 +123,13 @@ func extractBlocks(file, doc string) ([]block, []error) {
 	return out, errs
 }
 
-// documented are the documents whose examples must run.
+// documented are the documents whose examples must run (and whose lovia
+// commands TestCommandFlags checks).
 func documented(t *testing.T) []string {
 	t.Helper()
 	docs, err := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
 	require.NoError(t, err)
-	files := []string{"README.md"}
+	files := []string{"README.md", "deploy/README.md"}
 	for _, d := range docs {
 		rel, err := filepath.Rel(repoRoot, d)
 		require.NoError(t, err)
@@ -137,9 +138,10 @@ func documented(t *testing.T) []string {
 	return files
 }
 
-// TestDocExamples runs every example of README.md and docs/*.md against
-// one `lovia dev` (the binary): agents files are built with a worker's
-// validation, requests are sent, command lines are run, in document order.
+// TestDocExamples runs every example of README.md, deploy/README.md and
+// docs/*.md against one `lovia dev` (the binary): agents files are built
+// with a worker's validation, requests are sent, command lines are run, in
+// document order.
 func TestDocExamples(t *testing.T) {
 	t.Parallel()
 	dev := startDev(t)
