@@ -297,7 +297,7 @@ func runDev(ctx context.Context, env *Env, args []string) int {
 	}
 	defer stopTracing() // last: after every component stopped
 	if err := os.MkdirAll(*data, 0o755); err != nil {
-		return fail(env.Stderr, err)
+		return fail(env.Stderr, fmt.Errorf("dev: data directory: %w: pick another with --data DIR", err))
 	}
 	release, err := lockDevData(*data)
 	if err != nil {
