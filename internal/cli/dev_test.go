@@ -80,7 +80,7 @@ func TestDevRefusesATakenPort(t *testing.T) {
 		want string
 	}{
 		{[]string{"--nats-port", "99999", "--http", "127.0.0.1:0"}, "--nats-port 99999 is not a port: give 1-65535, or 0 for a free one"},
-		{[]string{"--nats-port", "0", "--http", "nowhere"}, "cannot listen on HTTP address nowhere: listen tcp: address nowhere: missing port in address, or start with --http HOST:PORT"},
+		{[]string{"--nats-port", "0", "--http", "nowhere"}, "cannot listen on HTTP address nowhere: listen tcp: address nowhere: missing port in address: start with --http HOST:PORT"},
 	} {
 		var out, errb bytes.Buffer
 		args := append([]string{"dev", "--data", t.TempDir(), "--workspace", t.TempDir(), "--log-level", "warn"}, tc.args...)

@@ -23,24 +23,25 @@ func devPortsFree(natsPort int, httpAddr string) error {
 	if natsPort > 0 {
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(natsPort))
 		if err := listenable(addr, "NATS port "+strconv.Itoa(natsPort), "another lovia dev, or a nats-server?"); err != nil {
-			return fmt.Errorf("dev: %w, or start with --nats-port N (0 picks a free port)", err)
+			return fmt.Errorf("dev: %w start with --nats-port N (0 picks a free port)", err)
 		}
 	}
 	if err := listenable(httpAddr, "HTTP address "+httpAddr, "another lovia dev?"); err != nil {
-		return fmt.Errorf("dev: %w, or start with --http HOST:PORT (127.0.0.1:0 picks a free port)", err)
+		return fmt.Errorf("dev: %w start with --http HOST:PORT (127.0.0.1:0 picks a free port)", err)
 	}
 	return nil
 }
 
 // listenable returns an error naming what (and who may hold it) when addr
-// cannot be listened on now.
+// cannot be listened on now; its text ends where the caller's "start
+// with <flag>" follows.
 func listenable(addr, what, who string) error {
 	l, err := net.Listen("tcp", addr)
 	if errors.Is(err, syscall.EADDRINUSE) {
-		return fmt.Errorf("%s is already in use (%s): stop what listens there", what, who)
+		return fmt.Errorf("%s is already in use (%s): stop what listens there, or", what, who)
 	}
 	if err != nil {
-		return fmt.Errorf("cannot listen on %s: %w", what, err)
+		return fmt.Errorf("cannot listen on %s: %w:", what, err)
 	}
 	return l.Close()
 }
