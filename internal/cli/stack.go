@@ -323,6 +323,9 @@ func runDev(ctx context.Context, env *Env, args []string) int {
 	if *workers < 1 {
 		return usageErr(env, fs, "--workers must be at least 1")
 	}
+	if err := devPortsFree(*natsPort, *httpAddr); err != nil {
+		return fail(env.Stderr, err)
+	}
 	if wf.maxPending == 0 {
 		// dev owns its embedded server: size the fleet-wide claim limit for
 		// its workers, whatever an older store directory recorded.
@@ -344,8 +347,13 @@ func runDev(ctx context.Context, env *Env, args []string) int {
 		}
 	}
 	if err := os.MkdirAll(*data, 0o755); err != nil {
+		return fail(env.Stderr, fmt.Errorf("dev: data directory: %w: pick another with --data DIR", err))
+	}
+	release, err := lockDevData(*data)
+	if err != nil {
 		return fail(env.Stderr, err)
 	}
+	defer release() // last but tracing: after the server stopped
 	srv, err := broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: *data, Port: *natsPort, ServerName: "lovia-dev"})
 	if err != nil {
 		return fail(env.Stderr, fmt.Errorf("embedded NATS on port %d: %w (use --nats-port to pick another)", *natsPort, err))
@@ -405,9 +413,7 @@ func runDev(ctx context.Context, env *Env, args []string) int {
   workers   %d, agents: %s
 
 try:
-  nats req %s '{"agent":"demo","input":"What is 12*7?"}'
-  lovia run "What time is it?"
-`, srv.ClientURL(), names.EventsWildcard(), httpURL, *workers, strings.Join(deps.catalog.Names(), ", "), names.APISubmit())
+%s`, srv.ClientURL(), names.EventsWildcard(), httpURL, *workers, strings.Join(deps.catalog.Names(), ", "), devTry(names, deps.catalog.Names(), *prefix))
 	<-ctx.Done()
 	fmt.Fprintln(env.Stderr, "lovia dev: shutting down")
 	return ExitOK

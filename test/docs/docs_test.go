@@ -1,4 +1,5 @@
-// Package docs_test keeps the project documenting itself: no tracked file
+// Package docs_test keeps the project documenting itself: every example of
+// README.md and docs/ runs (examples_test.go), no tracked file
 // points its readers at documents outside the repository, and every
 // relative link of the top-level and deploy READMEs and of docs/ leads to a
 // file (and heading) that exists.
