@@ -123,7 +123,9 @@ func TestDevRunTailStatus(t *testing.T) {
 	out.Reset()
 	errb.Reset()
 	require.Equal(t, ExitOK, Main(ctx, []string{"cancel", runID}, nil, &out, &errb, env), errb.String())
-	require.Contains(t, errb.String(), "run "+runID+" had already ended (completed): nothing to cancel")
+	require.Contains(t, out.String(), "run "+runID+" had already ended (completed): nothing to cancel")
+	out.Reset()
+	require.Equal(t, ExitOK, Main(ctx, []string{"cancel", "--json", runID}, nil, &out, &errb, env), errb.String())
 	require.Contains(t, out.String(), `"cancelled": false`)
 }
 
@@ -142,7 +144,7 @@ func TestUsageAndErrors(t *testing.T) {
 	// alone would resubmit a run, issue 25 item 4).
 	for _, cmd := range []string{"run", "submit"} {
 		require.Equal(t, ExitUsage, Main(ctx, []string{cmd, "--nats", "nats://127.0.0.1:1", " "}, nil, &out, &errb, os.Getenv), cmd)
-		require.Contains(t, errb.String(), "INPUT is required", cmd)
+		require.Contains(t, errb.String(), "the input is empty", cmd)
 		errb.Reset()
 	}
 	// No NATS: a clear failure, exit 1.

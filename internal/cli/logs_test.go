@@ -29,7 +29,7 @@ func jsonLines(t *testing.T, s string) []map[string]any {
 func TestWorkerJSONLogs(t *testing.T) {
 	t.Parallel()
 	var errb syncBuf
-	code := Main(context.Background(), []string{"worker", "--log-format", "json", "--nats", "nats://127.0.0.1:1"}, nil, &syncBuf{}, &errb, getenv(nil))
+	code := Main(context.Background(), []string{"worker", "--log-format", "json", "--nats-wait", "0", "--nats", "nats://127.0.0.1:1"}, nil, &syncBuf{}, &errb, getenv(nil))
 	require.Equal(t, ExitFailure, code)
 	lines := jsonLines(t, errb.String())
 	last := lines[len(lines)-1]
@@ -38,7 +38,7 @@ func TestWorkerJSONLogs(t *testing.T) {
 
 	// The gateway and dev too, by the flag or by $LOVIA_LOG_FORMAT.
 	errb = syncBuf{}
-	code = Main(context.Background(), []string{"gateway", "--nats", "nats://127.0.0.1:1", "--http", "127.0.0.1:0"}, nil, &syncBuf{}, &errb,
+	code = Main(context.Background(), []string{"gateway", "--nats-wait", "0", "--nats", "nats://127.0.0.1:1", "--http", "127.0.0.1:0"}, nil, &syncBuf{}, &errb,
 		getenv(map[string]string{"LOVIA_LOG_FORMAT": "json"}))
 	require.Equal(t, ExitFailure, code)
 	lines = jsonLines(t, errb.String())

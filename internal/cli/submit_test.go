@@ -86,7 +86,7 @@ func TestSubmitInputMetadataAndRunID(t *testing.T) {
 	require.Equal(t, ExitOK, code, errs)
 	out, errs, code = lovia("", "run", "--run-id", "mine-1", "What is 12*7?")
 	require.Equal(t, ExitOK, code, errs)
-	require.Contains(t, errs, "run mine-1 had completed")
+	require.Contains(t, errs, "run mine-1 had already completed: nothing new runs, its stored result is replayed")
 	require.Contains(t, out, "84")
 	_, errs, code = lovia("", "submit", "--run-id", "mine-1", "--if-run-exists", "fail", "What is 12*7?")
 	require.Equal(t, ExitFailure, code)
