@@ -71,6 +71,15 @@ func TestHumanOutput(t *testing.T) {
 		printDescription(&b, d, goldenNow)
 		golden(t, "describe-scheduled", b.String())
 	})
+	t.Run("describe a run cancelled before any worker started it", func(t *testing.T) {
+		var b bytes.Buffer
+		printDescription(&b, &bus.RunDescription{
+			RunSummary: bus.RunSummary{RunID: "noagent-1", Agent: "nosuchagent", Status: bus.StateFailed,
+				CreatedAt: goldenNow.Add(-11 * time.Second), FinishedAt: goldenNow},
+			Submissions: 1,
+		}, goldenNow)
+		require.Contains(t, b.String(), "duration  - (no worker started it)\n", "a run that never started has no duration, not 0s")
+	})
 	t.Run("a decision without a reason", func(t *testing.T) {
 		var out bytes.Buffer
 		r := &renderer{w: &out, errw: &out}

@@ -187,7 +187,11 @@ func printDescription(w io.Writer, d *bus.RunDescription, now time.Time) {
 	if !d.FinishedAt.IsZero() {
 		line("finished", "%s", d.FinishedAt.Format(time.RFC3339))
 	}
-	line("duration", "%s", (time.Duration(d.DurationMS) * time.Millisecond).String())
+	if d.StartedAt.IsZero() {
+		line("duration", "- (no worker started it)")
+	} else {
+		line("duration", "%s", (time.Duration(d.DurationMS) * time.Millisecond).String())
+	}
 	line("turns", "%d", d.Turns)
 	if d.Usage != nil {
 		line("usage", "%d input + %d output = %d tokens", d.Usage.InputTokens, d.Usage.OutputTokens, d.Usage.TotalTokens)
