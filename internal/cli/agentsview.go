@@ -46,33 +46,19 @@ func servedBy(ctx context.Context, js jetstream.JetStream, names bus.Names) map[
 // liveWorkers counts the live workers (-1 when the fleet registry cannot
 // be read).
 func liveWorkers(ctx context.Context, js jetstream.JetStream, names bus.Names) int {
-	fr, err := fleet.Open(ctx, js, names)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return 0 // no worker has created it yet
-	}
-	if err != nil {
-		return -1
-	}
-	ms, err := fr.Members(ctx)
-	if err != nil {
+	ms, ok := fleetMembers(ctx, js, names)
+	if !ok {
 		return -1
 	}
 	return len(ms)
 }
 
-// fleetAgents reads the fleet registry without creating it (an operator
-// may not, and a bucket made here could have the wrong replicas): nil maps
-// when it cannot be read, empty ones when no worker has created it yet.
+// fleetAgents counts the live workers serving each agent, with what one
+// of them announced: nil maps when the fleet registry cannot be read,
+// empty ones when no worker has created it yet.
 func fleetAgents(ctx context.Context, js jetstream.JetStream, names bus.Names) (map[string]int, map[string]bus.AgentInfo) {
-	fr, err := fleet.Open(ctx, js, names)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return map[string]int{}, map[string]bus.AgentInfo{}
-	}
-	if err != nil {
-		return nil, nil
-	}
-	ms, err := fr.Members(ctx)
-	if err != nil {
+	ms, ok := fleetMembers(ctx, js, names)
+	if !ok {
 		return nil, nil
 	}
 	counts, infos := map[string]int{}, map[string]bus.AgentInfo{}
@@ -83,6 +69,22 @@ func fleetAgents(ctx context.Context, js jetstream.JetStream, names bus.Names) (
 		}
 	}
 	return counts, infos
+}
+
+// fleetMembers reads the live workers from the fleet registry without
+// creating it (an operator may not, and a bucket made here could have the
+// wrong replicas): none when no worker has created it yet; ok is false
+// when it cannot be read.
+func fleetMembers(ctx context.Context, js jetstream.JetStream, names bus.Names) (ms []fleet.Member, ok bool) {
+	fr, err := fleet.Open(ctx, js, names)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, true
+	}
+	if err != nil {
+		return nil, false
+	}
+	ms, err = fr.Members(ctx)
+	return ms, err == nil
 }
 
 // agentRows joins the registry's agents and the ones live workers serve.

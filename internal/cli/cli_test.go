@@ -43,11 +43,12 @@ func (s *syncBuf) String() string {
 
 func getenv(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
-// startDev runs `lovia dev` on free ports and returns its NATS URL.
-func startDev(t *testing.T, extra ...string) string {
+// serveDev runs `lovia dev` on free ports, with the extra flags, until the
+// test ends (it must then exit 0), and returns its stdout and stderr.
+func serveDev(t *testing.T, extra ...string) (out, errb *syncBuf) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out, errb := &syncBuf{}, &syncBuf{}
+	out, errb = &syncBuf{}, &syncBuf{}
 	done := make(chan int, 1)
 	args := append([]string{"dev", "--nats-port", "0", "--http", "127.0.0.1:0", "--data", t.TempDir(),
 		"--workspace", t.TempDir(), "--log-level", "warn"}, extra...)
@@ -61,6 +62,13 @@ func startDev(t *testing.T, extra ...string) string {
 			t.Error("lovia dev did not stop")
 		}
 	})
+	return out, errb
+}
+
+// startDev runs `lovia dev` on free ports and returns its NATS URL.
+func startDev(t *testing.T, extra ...string) string {
+	t.Helper()
+	out, errb := serveDev(t, extra...)
 	re := regexp.MustCompile(`NATS\s+(nats://\S+)`)
 	var url string
 	require.Eventually(t, func() bool {

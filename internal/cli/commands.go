@@ -109,7 +109,7 @@ func runRun(ctx context.Context, env *Env, args []string) int {
 	// The approvals are asked on the terminal; an input read from stdin
 	// leaves nothing there to answer them with (they are rejected).
 	var answers *bufio.Reader
-	if env.Stdin != nil && !(sf.inputFile == "-" || len(pos) == 1 && pos[0] == "-") {
+	if env.Stdin != nil && !sf.fromStdin(pos) {
 		answers = bufio.NewReader(env.Stdin)
 	}
 	return follow(ctx, env, c, rep.RunID, *asJSON, true, answers)

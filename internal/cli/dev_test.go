@@ -95,21 +95,7 @@ func TestDevBannerSuggestsAServedAgent(t *testing.T) {
 	t.Parallel()
 	agents := filepath.Join(t.TempDir(), "agents.yaml")
 	require.NoError(t, os.WriteFile(agents, []byte("agents:\n  - {name: oracle, model: scripted, script: [{text: four}]}\n"), 0o600))
-	ctx, cancel := context.WithCancel(context.Background())
-	out, errb := &syncBuf{}, &syncBuf{}
-	done := make(chan int, 1)
-	args := []string{"dev", "--agents", agents, "--nats-port", "0", "--http", "127.0.0.1:0", "--data", t.TempDir(),
-		"--workspace", t.TempDir(), "--log-level", "warn"}
-	go func() { done <- Main(ctx, args, strings.NewReader(""), out, errb, getenv(nil)) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case code := <-done:
-			require.Equal(t, ExitOK, code, errb.String())
-		case <-time.After(30 * time.Second):
-			t.Error("lovia dev did not stop")
-		}
-	})
+	out, errb := serveDev(t, "--agents", agents)
 	re := regexp.MustCompile(`(?s)NATS\s+(nats://\S+).*try:\n  nats req (\S+) '([^']*)'\n  lovia (run .*)\n`)
 	var m []string
 	require.Eventually(t, func() bool {

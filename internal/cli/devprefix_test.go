@@ -14,21 +14,7 @@ import (
 // lovia dev --prefix names everything after the prefix: the banner's
 // subjects to try and the shared object store of offloaded tool outputs.
 func TestDevHonoursThePrefix(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	out, errb := &syncBuf{}, &syncBuf{}
-	done := make(chan int, 1)
-	args := []string{"dev", "--prefix", "ACME", "--nats-port", "0", "--http", "127.0.0.1:0", "--data", t.TempDir(),
-		"--workspace", t.TempDir(), "--log-level", "warn", "--workers", "1"}
-	go func() { done <- Main(ctx, args, strings.NewReader(""), out, errb, getenv(nil)) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case code := <-done:
-			require.Equal(t, ExitOK, code, errb.String())
-		case <-time.After(30 * time.Second):
-			t.Error("lovia dev did not stop")
-		}
-	})
+	out, errb := serveDev(t, "--prefix", "ACME", "--workers", "1")
 	require.Eventually(t, func() bool { return strings.Contains(out.String(), "lovia run") },
 		30*time.Second, 20*time.Millisecond, "waiting for the dev banner; stdout: %s stderr: %s", out.String(), errb.String())
 
@@ -43,6 +29,6 @@ func TestDevHonoursThePrefix(t *testing.T) {
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
-	_, err = js.ObjectStore(ctx, "acme_results")
+	_, err = js.ObjectStore(context.Background(), "acme_results")
 	require.NoError(t, err, "the results store is lower case, like the prefix's KV buckets")
 }

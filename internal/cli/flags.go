@@ -44,7 +44,7 @@ func printDefaults(w io.Writer, fs *flag.FlagSet) {
 		}
 		b.WriteString(strings.ReplaceAll(text, "\n", "\n    \t"))
 		if f.DefValue != "" && !isZeroFlag(f) && !strings.Contains(text, "(default") {
-			if flagIsString(f) {
+			if name == "string" {
 				fmt.Fprintf(&b, " (default %q)", f.DefValue)
 			} else {
 				fmt.Fprintf(&b, " (default %v)", f.DefValue)
@@ -63,11 +63,6 @@ func isZeroFlag(f *flag.Flag) bool {
 		return true
 	}
 	return false
-}
-
-func flagIsString(f *flag.Flag) bool {
-	name, _ := flag.UnquoteUsage(f)
-	return name == "string"
 }
 
 // parse parses flags that may be interspersed with positional arguments

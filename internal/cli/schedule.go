@@ -174,13 +174,6 @@ func scheduleWhen(s schedule.Schedule) string {
 	return "cron " + s.Cron + " (UTC)"
 }
 
-func scheduleDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
 func scheduleClip(s string, n int) string {
 	s = strings.ReplaceAll(s, "\n", " ")
 	if r := []rune(s); len(r) > n {
@@ -199,7 +192,7 @@ func printSchedules(w io.Writer, list []schedule.Schedule, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tAGENT\tWHEN\tSTATE\tNEXT\tSESSION\tINPUT")
 	for _, s := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Agent, scheduleWhen(s), scheduleState(s), nextText(s.Next, now), scheduleDash(s.SessionID), scheduleClip(s.Input, 40))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Agent, scheduleWhen(s), scheduleState(s), nextText(s.Next, now), dash(s.SessionID), scheduleClip(s.Input, 40))
 	}
 	_ = tw.Flush()
 }

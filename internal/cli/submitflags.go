@@ -40,7 +40,7 @@ func (f *submitFlags) request(pos []string, stdin io.Reader) (*bus.RunRequest, e
 	switch {
 	case f.inputFile != "" && len(pos) > 0:
 		return nil, errors.New("give the input as arguments or with --input-file, not both")
-	case f.inputFile == "-" || len(pos) == 1 && pos[0] == "-":
+	case f.fromStdin(pos):
 		if stdin == nil {
 			return nil, errors.New("no stdin to read the input from")
 		}
@@ -79,6 +79,12 @@ func (f *submitFlags) request(pos []string, stdin io.Reader) (*bus.RunRequest, e
 		return nil, err
 	}
 	return req, nil
+}
+
+// fromStdin reports whether the input is read from stdin: --input-file -,
+// or - as the only argument.
+func (f *submitFlags) fromStdin(pos []string) bool {
+	return f.inputFile == "-" || len(pos) == 1 && pos[0] == "-"
 }
 
 // flagOfField is the flag that sets a run request's field.

@@ -87,7 +87,8 @@ func readTenants(env *Env, path string) ([]tenantEntry, error) {
 	tokens := map[string]string{} // token → the tenant it is bound to
 	for i := range f.Tenants {
 		t := &f.Tenants[i]
-		if !validTenantName(t.Name) {
+		// gateway.Tenant's rule, checked before any connection is opened.
+		if !gateway.ValidTenantName(t.Name) {
 			return nil, fmt.Errorf("--tenants %s: tenants[%d]: name %q: give each tenant a name of letters, digits, '-' and '_' (at most 64)", path, i, t.Name)
 		}
 		if names[t.Name] {
@@ -131,20 +132,6 @@ func readTenants(env *Env, path string) ([]tenantEntry, error) {
 		}
 	}
 	return f.Tenants, nil
-}
-
-// validTenantName is gateway.Tenant's rule for names, checked before any
-// connection is opened.
-func validTenantName(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
-			return false
-		}
-	}
-	return true
 }
 
 // checkLogins refuses two tenants whose connections would reach one

@@ -161,14 +161,8 @@ func (f *Fleet) CrashServer(down time.Duration) {
 	if err := copyLive(crashed, f.storeDir); err != nil {
 		f.T.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := f.Server.Shutdown(ctx); err != nil {
-		f.T.Fatal(err)
-	}
-	time.Sleep(down)
-	f.storeDir = crashed
-	f.startServer()
+	f.storeDir = crashed // for the next server only: this one keeps its own
+	f.RestartServer(down)
 }
 
 // copyLive copies the directory tree src, which a running server writes,

@@ -331,7 +331,7 @@ func build(s Spec, visible []string, opts Options) (*Agent, error) {
 		}
 	}
 	for _, t := range sel.builtin {
-		if gated(t.Name, s.Approval) {
+		if matchesAny(s.Approval, t.Name) {
 			g := *t
 			g.NeedsApproval = true
 			t = &g

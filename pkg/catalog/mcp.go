@@ -324,7 +324,7 @@ func (p *remoteTools) Tools() []*loop.Tool {
 				continue
 			}
 			seen[t.Name] = true
-			if gated(t.Name, p.approval) {
+			if matchesAny(p.approval, t.Name) {
 				g := *t
 				g.NeedsApproval = true
 				t = &g
@@ -335,9 +335,11 @@ func (p *remoteTools) Tools() []*loop.Tool {
 	return out
 }
 
-func gated(name string, approval []string) bool {
-	for _, a := range approval {
-		if ok, _ := path.Match(a, name); ok {
+// matchesAny reports whether name matches one of the exact names or globs
+// patterns (an approval list, a script's remote tools).
+func matchesAny(patterns []string, name string) bool {
+	for _, p := range patterns {
+		if ok, _ := path.Match(p, name); ok {
 			return true
 		}
 	}

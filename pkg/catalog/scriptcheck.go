@@ -2,7 +2,6 @@ package catalog
 
 import (
 	"fmt"
-	"path"
 	"sort"
 	"strings"
 
@@ -75,13 +74,4 @@ func checkScript(a *Agent) error {
 		}
 	}
 	return nil
-}
-
-func matchesAny(patterns []string, name string) bool {
-	for _, p := range patterns {
-		if ok, _ := path.Match(p, name); ok {
-			return true
-		}
-	}
-	return false
 }

@@ -16,9 +16,10 @@ import (
 
 func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
 
-func TestFleet(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
+// setup starts an embedded NATS server (stopped at cleanup) and returns
+// the fleet registry on it.
+func setup(t *testing.T) *fleet.Registry {
+	t.Helper()
 	srv, err := broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: t.TempDir()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
@@ -27,8 +28,15 @@ func TestFleet(t *testing.T) {
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
-	reg, err := fleet.Ensure(ctx, js, bus.Names{}, 1)
+	reg, err := fleet.Ensure(context.Background(), js, bus.Names{}, 1)
 	require.NoError(t, err)
+	return reg
+}
+
+func TestFleet(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	reg := setup(t)
 
 	view := fleet.NewView(reg, time.Hour) // a cache that never expires by itself
 	ok, live, err := view.Serves(ctx, "support")

@@ -4,11 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/lovia-fleet/lovia/pkg/broker"
-	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/fleet"
 )
 
@@ -18,16 +15,7 @@ import (
 func TestLease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv, err := broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	nc, err := srv.Connect()
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	reg, err := fleet.Ensure(ctx, js, bus.Names{}, 1)
-	require.NoError(t, err)
+	reg := setup(t)
 
 	_, _, found, err := reg.ReadLease(ctx, "w1")
 	require.NoError(t, err)

@@ -68,7 +68,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, names bus.Names, replic
 	if err != nil {
 		return nil, fmt.Errorf("fleet: bucket %s: %w", bucket, err)
 	}
-	return &Registry{kv: kv, ttl: 3 * DefaultInterval, now: time.Now}, nil
+	return newRegistry(kv), nil
 }
 
 // Open binds the fleet bucket without creating it: for readers (a
@@ -82,7 +82,13 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names) (*Regist
 	if err != nil {
 		return nil, fmt.Errorf("fleet: bucket %s: %w", bucket, err)
 	}
-	return &Registry{kv: kv, ttl: 3 * DefaultInterval, now: time.Now}, nil
+	return newRegistry(kv), nil
+}
+
+// newRegistry is the Registry on the bound bucket kv: a member is live
+// for three announcement intervals after its last.
+func newRegistry(kv jetstream.KeyValue) *Registry {
+	return &Registry{kv: kv, ttl: 3 * DefaultInterval, now: time.Now}
 }
 
 // Announce stores (or refreshes) a worker's announcement, stamped now.

@@ -219,7 +219,7 @@ func (c Config) validateTenants() error {
 	for i, t := range c.Tenants {
 		field := fmt.Sprintf("Tenants[%d]", i)
 		switch {
-		case !validTenantName(t.Name):
+		case !ValidTenantName(t.Name):
 			return configError(field+".Name", "%q is not a tenant name: use letters, digits, '-' and '_'", t.Name)
 		case names[t.Name]:
 			return configError(field+".Name", "tenant %q is listed twice", t.Name)
@@ -248,7 +248,9 @@ func (c Config) validateTenants() error {
 	return nil
 }
 
-func validTenantName(s string) bool {
+// ValidTenantName reports whether s may name a [Tenant]: 1 to 64 letters,
+// digits, '-' and '_'.
+func ValidTenantName(s string) bool {
 	if s == "" || len(s) > 64 {
 		return false
 	}

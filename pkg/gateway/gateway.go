@@ -109,14 +109,21 @@ func newFleet(cfg Config, reg prometheus.Registerer) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger, m: m, pub: pub, svc: service.New(cfg.API), stopped: make(chan struct{})}
-	for _, t := range cfg.Tokens {
-		g.tokens = append(g.tokens, sha256.Sum256([]byte(t)))
-	}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, m: m, pub: pub, svc: service.New(cfg.API), stopped: make(chan struct{}), tokens: tokenSums(cfg.Tokens)}
 	for _, o := range cfg.CORSOrigins {
 		g.origins = append(g.origins, normalizeOrigin(o))
 	}
 	return g, nil
+}
+
+// tokenSums are the SHA-256 sums of tokens, which a request's token is
+// compared with (bound, tenantOf).
+func tokenSums(tokens []string) [][sha256.Size]byte {
+	var sums [][sha256.Size]byte
+	for _, t := range tokens {
+		sums = append(sums, sha256.Sum256([]byte(t)))
+	}
+	return sums
 }
 
 // Handler returns the gateway's HTTP handler: every route, with

@@ -27,15 +27,6 @@ type probeBody struct {
 	Error   string            `json:"error"`
 }
 
-// errorBody is an error reply's body.
-type errorBody struct {
-	Error struct {
-		Type    string `json:"type"`
-		Message string `json:"message"`
-		Hint    string `json:"hint"`
-	} `json:"error"`
-}
-
 // call sends a request to base and returns the status and body.
 func call(t *testing.T, base, token, method, path, body string) (int, []byte) {
 	t.Helper()
@@ -119,11 +110,10 @@ func TestNATSAwayIsUnavailable(t *testing.T) {
 	} {
 		code, data := call(t, base, "", r.method, r.path, r.body)
 		require.Equal(t, http.StatusServiceUnavailable, code, "%s %s: %s", r.method, r.path, data)
-		var e errorBody
-		require.NoError(t, json.Unmarshal(data, &e))
-		require.Equal(t, gateway.TypeUnavailable, e.Error.Type, "%s %s: %s", r.method, r.path, data)
-		require.Contains(t, e.Error.Message, "not connected to NATS")
-		require.Contains(t, e.Error.Hint, "retry shortly")
+		typ, msg, hint := apiError(t, data)
+		require.Equal(t, gateway.TypeUnavailable, typ, "%s %s: %s", r.method, r.path, data)
+		require.Contains(t, msg, "not connected to NATS")
+		require.Contains(t, hint, "retry shortly")
 	}
 }
 
@@ -151,10 +141,9 @@ func TestTenantOutage(t *testing.T) {
 
 	code, data := call(t, base, "tok-b", http.MethodPost, "/v1/runs", `{"agent": "beta", "input": "hi"}`)
 	require.Equal(t, http.StatusServiceUnavailable, code, "tenant b's submit: %s", data)
-	var e errorBody
-	require.NoError(t, json.Unmarshal(data, &e))
-	require.Equal(t, gateway.TypeUnavailable, e.Error.Type)
-	require.Contains(t, e.Error.Message, "of tenant b")
+	typ, msg, _ := apiError(t, data)
+	require.Equal(t, gateway.TypeUnavailable, typ)
+	require.Contains(t, msg, "of tenant b")
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		code, data := call(t, base, "tok-a", http.MethodPost, "/v1/runs", `{"agent": "alpha", "input": "hi"}`)
 		assert.Equal(c, http.StatusAccepted, code, "tenant a's submit: %s", data)

@@ -82,12 +82,8 @@ func (g *Gateway) placeholder(t Tenant) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	tg := &Gateway{cfg: g.tenantConfig(t, TenantFleet{}), log: g.cfg.Logger.With("tenant", t.Name), m: m, tenant: t.Name,
-		drain: g.drain, stopped: make(chan struct{}), openErr: &atomic.Pointer[string]{}}
-	for _, tok := range t.Tokens {
-		tg.tokens = append(tg.tokens, sha256.Sum256([]byte(tok)))
-	}
-	return tg, nil
+	return &Gateway{cfg: g.tenantConfig(t, TenantFleet{}), log: g.cfg.Logger.With("tenant", t.Name), m: m, tenant: t.Name,
+		drain: g.drain, stopped: make(chan struct{}), openErr: &atomic.Pointer[string]{}, tokens: tokenSums(t.Tokens)}, nil
 }
 
 // opening reports whether g is the placeholder of a tenant not opened

@@ -162,13 +162,7 @@ func dueSlot(s *Schedule, due time.Time) (slot, runSlot time.Time, ok bool, err 
 		every := time.Duration(s.Every)
 		return due.Add(-every), due.Round(time.Second).Add(every), true, nil
 	}
-	var loc *time.Location
-	if s.TimeZone != "" {
-		if loc, err = time.LoadLocation(s.TimeZone); err != nil {
-			return time.Time{}, time.Time{}, false, err
-		}
-	}
-	c, err := parseCron(s.Cron, loc)
+	c, err := s.cron()
 	if err != nil {
 		return time.Time{}, time.Time{}, false, err
 	}

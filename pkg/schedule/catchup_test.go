@@ -15,23 +15,6 @@ import (
 	"github.com/lovia-fleet/lovia/pkg/schedule"
 )
 
-// fires reads every fire stored on subject in the schedules stream.
-func (b *bundle) fires(t *testing.T, subject string) []*jetstream.RawStreamMsg {
-	t.Helper()
-	s, err := b.f.JS.Stream(b.ctx, "LOVIA_SCHEDULES")
-	require.NoError(t, err)
-	info, err := s.Info(b.ctx)
-	require.NoError(t, err)
-	var out []*jetstream.RawStreamMsg
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && seq > 0; seq++ {
-		m, err := s.GetMsg(b.ctx, seq)
-		if err == nil && m.Subject == subject {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
 // keeper starts a schedule Keeper on a connection of its own, as another
 // process of the fleet would run one.
 func (b *bundle) keeper(t *testing.T) {
@@ -60,7 +43,7 @@ func TestMissedCronFireAfterCrash(t *testing.T) {
 	_, err := b.m.Add(b.ctx, schedule.Schedule{Name: "tenner", Agent: "digest", Input: "x", Cron: "*/10 * * * * *"})
 	require.NoError(t, err)
 	b.waitCount(t, "LOVIA_SCHEDULES", "lovia.fire.digest", 1, "the first fire")
-	first := b.fires(t, "lovia.fire.digest")[0]
+	first := b.stored(t, "LOVIA_SCHEDULES", "lovia.fire.digest")[0]
 	slot := first.Time.Truncate(10 * time.Second)
 	missed := slot.Add(10 * time.Second)
 	if time.Until(missed) < 3*time.Second {
@@ -70,7 +53,7 @@ func TestMissedCronFireAfterCrash(t *testing.T) {
 
 	// The catch-up fire, then the server's fire of the slot after.
 	b.waitCount(t, "LOVIA_SCHEDULES", "lovia.fire.digest", 3, "the catch-up fire and the server's next fire")
-	fires := b.fires(t, "lovia.fire.digest")
+	fires := b.stored(t, "LOVIA_SCHEDULES", "lovia.fire.digest")
 	var catchUps []string
 	ids := map[string]int{}
 	for _, m := range fires {
@@ -105,7 +88,7 @@ func TestMissedEveryFireAfterCrash(t *testing.T) {
 	_, err := b.m.Add(b.ctx, schedule.Schedule{Name: "eight", Agent: "digest", Input: "x", Every: schedule.Duration(8 * time.Second)})
 	require.NoError(t, err)
 	b.waitCount(t, "LOVIA_SCHEDULES", "lovia.fire.digest", 1, "the first fire")
-	first := b.fires(t, "lovia.fire.digest")[0]
+	first := b.stored(t, "LOVIA_SCHEDULES", "lovia.fire.digest")[0]
 	next, err := time.Parse(time.RFC3339Nano, first.Header.Get(bus.HeaderScheduleNext))
 	require.NoError(t, err)
 	if time.Until(next) < 3*time.Second {
@@ -114,8 +97,8 @@ func TestMissedEveryFireAfterCrash(t *testing.T) {
 	b.f.CrashServer(time.Until(next) + 500*time.Millisecond)
 
 	b.waitCount(t, "LOVIA_SCHEDULES", "lovia.fire.digest", 2, "the catch-up fire")
-	fires := b.fires(t, "lovia.fire.digest")
+	fires := b.stored(t, "LOVIA_SCHEDULES", "lovia.fire.digest")
 	require.NotEmpty(t, fires[1].Header.Get(schedule.HeaderMissed), "the fire after the crash is the catch-up: %v", fires[1].Header)
 	require.NoError(t, b.m.Remove(b.ctx, "eight"))
-	require.Len(t, b.fires(t, "lovia.fire.digest"), 2, "one catch-up")
+	require.Len(t, b.stored(t, "LOVIA_SCHEDULES", "lovia.fire.digest"), 2, "one catch-up")
 }

@@ -67,6 +67,20 @@ func parseCron(expr string, loc *time.Location) (*cronSpec, error) {
 	return &cronSpec{sec: bits[0], min: bits[1], hour: bits[2], dom: bits[3], month: bits[4], dow: bits[5], loc: loc}, nil
 }
 
+// cron parses s's cron expression in its time zone (UTC when it names
+// none).
+func (s *Schedule) cron() (*cronSpec, error) {
+	var loc *time.Location
+	if s.TimeZone != "" {
+		l, err := time.LoadLocation(s.TimeZone)
+		if err != nil {
+			return nil, err
+		}
+		loc = l
+	}
+	return parseCron(s.Cron, loc)
+}
+
 // cronRange reads * | ? | N | N-M, each optionally /STEP.
 func cronRange(expr string, f cronField) (uint64, error) {
 	rangePart, stepPart, hasStep := strings.Cut(expr, "/")

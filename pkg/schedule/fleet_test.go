@@ -69,11 +69,11 @@ func (b *bundle) waitCount(t *testing.T, stream, subject string, n uint64, what 
 		"waited for %d messages on %s in %s (%s); have %d", n, subject, stream, what, b.count(t, stream, subject))
 }
 
-// requests reads the run requests waiting on subject in the runs stream,
-// without consuming them.
-func (b *bundle) requests(t *testing.T, subject string) []*jetstream.RawStreamMsg {
+// stored reads the messages stream holds on subject (in the runs stream:
+// the run requests waiting, without consuming them).
+func (b *bundle) stored(t *testing.T, stream, subject string) []*jetstream.RawStreamMsg {
 	t.Helper()
-	s, err := b.f.JS.Stream(b.ctx, "LOVIA_RUNS")
+	s, err := b.f.JS.Stream(b.ctx, stream)
 	require.NoError(t, err)
 	info, err := s.Info(b.ctx)
 	require.NoError(t, err)
@@ -108,7 +108,7 @@ func TestEveryFiresWithNoWorker(t *testing.T) {
 	b.waitCount(t, "LOVIA_RUNS", "lovia.submit.digest", 2, "two fires queued with no worker up")
 	require.NoError(t, b.m.Remove(b.ctx, "tick"))
 
-	reqs := b.requests(t, "lovia.submit.digest")
+	reqs := b.stored(t, "LOVIA_RUNS", "lovia.submit.digest")
 	require.GreaterOrEqual(t, len(reqs), 2)
 	ids := map[string]bool{}
 	for _, r := range reqs {
@@ -145,7 +145,7 @@ func TestCronInTimeZone(t *testing.T) {
 	b.waitCount(t, "LOVIA_RUNS", "lovia.submit.digest", 1, "a fire of the cron schedule")
 	require.NoError(t, b.m.Remove(b.ctx, "ny"))
 
-	fire := b.requests(t, "lovia.submit.digest")[0]
+	fire := b.stored(t, "LOVIA_RUNS", "lovia.submit.digest")[0]
 	nextHdr := fire.Header.Get(bus.HeaderScheduleNext)
 	next, err := time.Parse(time.RFC3339Nano, nextHdr)
 	require.NoError(t, err, "Nats-Schedule-Next %q", nextHdr)
@@ -227,7 +227,7 @@ func TestDuplicateFireIsOneRun(t *testing.T) {
 	_, err := b.m.Add(b.ctx, schedule.Schedule{Name: "once", Agent: "digest", Input: "x", At: at})
 	require.NoError(t, err)
 	b.waitCount(t, "LOVIA_RUNS", "lovia.submit.digest", 1, "the @at fire")
-	fire := b.requests(t, "lovia.submit.digest")[0]
+	fire := b.stored(t, "LOVIA_RUNS", "lovia.submit.digest")[0]
 	_, err = b.m.Get(b.ctx, "once")
 	require.ErrorIs(t, err, schedule.ErrNotFound, "an @at schedule is gone once it fired")
 
@@ -241,7 +241,7 @@ func TestDuplicateFireIsOneRun(t *testing.T) {
 	_, err = b.f.JS.PublishMsg(b.ctx, dup)
 	require.NoError(t, err)
 	b.waitCount(t, "LOVIA_RUNS", "lovia.submit.digest", 2, "the copy sourced as a second request")
-	reqs := b.requests(t, "lovia.submit.digest")
+	reqs := b.stored(t, "LOVIA_RUNS", "lovia.submit.digest")
 	want := "sched-once-" + fmt.Sprint(at.Unix())
 	require.Equal(t, want, runID(t, reqs[0]))
 	require.Equal(t, want, runID(t, reqs[1]))
@@ -283,7 +283,7 @@ func TestResumeAfterAtPassed(t *testing.T) {
 	_, err = b.m.Resume(b.ctx, "late")
 	require.NoError(t, err)
 	b.waitCount(t, "LOVIA_RUNS", "lovia.submit.digest", 1, "the fire after the resume")
-	reqs := b.requests(t, "lovia.submit.digest")
+	reqs := b.stored(t, "LOVIA_RUNS", "lovia.submit.digest")
 	require.Len(t, reqs, 1)
 	require.Equal(t, "sched-late-"+fmt.Sprint(at.Unix()), runID(t, reqs[0]))
 	_, err = b.m.Get(b.ctx, "late")

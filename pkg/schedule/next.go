@@ -23,15 +23,7 @@ func (s *Schedule) NextFire(since, now time.Time) time.Time {
 		}
 		return next.UTC()
 	}
-	loc := time.UTC
-	if s.TimeZone != "" {
-		l, err := time.LoadLocation(s.TimeZone)
-		if err != nil {
-			return time.Time{}
-		}
-		loc = l
-	}
-	c, err := parseCron(s.Cron, loc)
+	c, err := s.cron()
 	if err != nil {
 		return time.Time{}
 	}

@@ -148,7 +148,8 @@ func (a *API) submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 			return nil, err
 		}
 	}
-	e, err := runs.Create(ctx, lifecycle.Submit(lifecycle.SubmissionOf(req)))
+	sub := lifecycle.SubmissionOf(req) // with the input's digest, hashed once
+	e, err := runs.Create(ctx, lifecycle.Submit(sub))
 	switch {
 	case errors.Is(err, store.ErrRunExists):
 		cur, gerr := runs.Get(ctx, req.RunID)
@@ -165,7 +166,7 @@ func (a *API) submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 			reply.Status, reply.Replayed, reply.Result = bus.StateCompleted, true, storedResult(&rec)
 			// A retry sends the same input; another one is not run, and the
 			// reply says so (when the record knows the run's input).
-			if d := lifecycle.InputDigest(req.Input); d != "" && rec.InputDigest != "" && d != rec.InputDigest {
+			if d := sub.InputDigest; d != "" && rec.InputDigest != "" && d != rec.InputDigest {
 				reply.InputDiffers = true
 			}
 			return reply, nil
@@ -196,7 +197,7 @@ func (a *API) submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 		e, err = runs.Modify(ctx, req.RunID, lifecycle.Modify(func(r store.RunRecord) (store.RunRecord, error) {
 			next, err := lifecycle.Resubmit(r)
 			if err == nil && !noInput(req) {
-				next.InputDigest = lifecycle.InputDigest(req.Input)
+				next.InputDigest = sub.InputDigest
 			}
 			return next, err
 		}))

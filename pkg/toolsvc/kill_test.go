@@ -87,22 +87,30 @@ func serviceMain() int {
 	select {}
 }
 
-// A service instance killed with SIGKILL while a call runs on it: its
-// claim is no longer renewed, so the same call made again is run by
-// another instance after the default lease (15s), not refused or left
-// waiting for minutes.
-func TestKilledServiceCallIsTakenOver(t *testing.T) {
-	t.Parallel()
+// setupListening is setup for the tests with a child process: the server
+// listens on a TCP port, whose URL it returns with the connection.
+func setupListening(t *testing.T) (*nats.Conn, string) {
+	t.Helper()
 	srv, err := broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: t.TempDir()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
 	nc, err := nats.Connect(srv.ClientURL())
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
+	return nc, srv.ClientURL()
+}
+
+// A service instance killed with SIGKILL while a call runs on it: its
+// claim is no longer renewed, so the same call made again is run by
+// another instance after the default lease (15s), not refused or left
+// waiting for minutes.
+func TestKilledServiceCallIsTakenOver(t *testing.T) {
+	t.Parallel()
+	nc, url := setupListening(t)
 
 	file := filepath.Join(t.TempDir(), "lines.txt")
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), serviceEnv+"="+file, "NATS_URL="+srv.ClientURL())
+	cmd.Env = append(os.Environ(), serviceEnv+"="+file, "NATS_URL="+url)
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	discover(t, nc, "files", 1)
@@ -140,12 +148,7 @@ func TestKilledServiceCallIsTakenOver(t *testing.T) {
 // call, also for the call that was in flight at the kill.
 func TestKilledCallerDoesNotRunTwice(t *testing.T) {
 	t.Parallel()
-	srv, err := broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	nc, err := nats.Connect(srv.ClientURL())
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
+	nc, url := setupListening(t)
 
 	file := filepath.Join(t.TempDir(), "lines.txt")
 	var mu sync.Mutex
@@ -174,7 +177,7 @@ func TestKilledCallerDoesNotRunTwice(t *testing.T) {
 	discover(t, nc, "files", 1)
 
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), callerEnv+"=c1,c2,c3", "NATS_URL="+srv.ClientURL())
+	cmd.Env = append(os.Environ(), callerEnv+"=c1,c2,c3", "NATS_URL="+url)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())

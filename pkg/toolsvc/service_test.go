@@ -111,6 +111,15 @@ func callerTool(t *testing.T, nc *nats.Conn, si toolsvc.ServiceInfo, name string
 	return nil
 }
 
+// request sends body with hdr to a tool's subject as a caller that is
+// not a toolsvc.Caller would, and returns the reply.
+func request(t *testing.T, nc *nats.Conn, subject string, hdr nats.Header, body string) *nats.Msg {
+	t.Helper()
+	reply, err := nc.RequestMsg(&nats.Msg{Subject: subject, Header: hdr, Data: []byte(body)}, 10*time.Second)
+	require.NoError(t, err)
+	return reply
+}
+
 func invoke(tl *loop.Tool, args string) (any, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -385,11 +394,7 @@ func TestDedupeRefusedCallFreesItsKey(t *testing.T) {
 	discover(t, nc, "strict", 1)
 	req := func(body string) *nats.Msg {
 		t.Helper()
-		msg := &nats.Msg{Subject: "lovia.tools.strict.append", Data: []byte(body),
-			Header: nats.Header{toolsvc.HeaderRunID: []string{"r1"}, toolsvc.HeaderCallID: []string{"c1"}}}
-		reply, err := nc.RequestMsg(msg, 10*time.Second)
-		require.NoError(t, err)
-		return reply
+		return request(t, nc, "lovia.tools.strict.append", nats.Header{toolsvc.HeaderRunID: []string{"r1"}, toolsvc.HeaderCallID: []string{"c1"}}, body)
 	}
 	reply := req(`{"line": 7}`)
 	require.Equal(t, toolsvc.CodeInvalidArguments, reply.Header.Get("Nats-Service-Error-Code"))
@@ -414,10 +419,7 @@ func TestDedupeKeysByRunAndCall(t *testing.T) {
 	}
 	raw := func(hdr nats.Header, body string) *nats.Msg {
 		t.Helper()
-		msg := &nats.Msg{Subject: "lovia.tools.gosvc.append", Header: hdr, Data: []byte(body)}
-		reply, err := nc.RequestMsg(msg, 10*time.Second)
-		require.NoError(t, err)
-		return reply
+		return request(t, nc, "lovia.tools.gosvc.append", hdr, body)
 	}
 
 	t.Run("two runs with one call id each run the tool and get their own reply", func(t *testing.T) {

@@ -124,9 +124,7 @@ func (w *Worker) failDeadLetter(ctx context.Context, runID, agent string, enc bu
 	if last, err := w.lastEvent(ctx, runID); err == nil && (last == nil || !last.IsTerminal() || !ofRequest(last, streamSeq, submitted)) {
 		if rp, err := w.pub.Open(ctx, runID, enc); err == nil {
 			rp.SetRequest(streamSeq)
-			failed := &loop.RunFailed{Error: info}
-			failed.Agent = agent
-			_, _ = rp.Publish(ctx, failed)
+			_, _ = rp.Publish(ctx, runFailed(agent, info))
 			if err := rp.Close(ctx); err != nil {
 				w.log.Warn("dead letter: publishing run_failed failed", "run_id", runID, "error", err)
 			}

@@ -20,6 +20,29 @@ import (
 	"github.com/lovia-fleet/lovia/pkg/worker"
 )
 
+// registryFleet starts a fleet for tests of registry workers, with its own
+// worker stopped. It returns the agents registry, the catalog options to
+// apply specs with, and source, which starts a worker's view of the
+// registry (stopped at cleanup).
+func registryFleet(t *testing.T) (f *fleettest.Fleet, reg *registry.Registry, opts catalog.Options, source func() *registry.Source) {
+	t.Helper()
+	f = fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents})
+	ctx := context.Background()
+	require.NoError(t, f.Workers[0].Stop(ctx))
+	ts, err := tools.Builtin(tools.Config{Workspace: t.TempDir()})
+	require.NoError(t, err)
+	opts = catalog.Options{Tools: ts}
+	reg, err = registry.Ensure(ctx, f.JS, bus.Names{}, 1)
+	require.NoError(t, err)
+	source = func() *registry.Source {
+		s := registry.NewSource(reg, opts, nil, nil)
+		require.NoError(t, s.Start(ctx))
+		t.Cleanup(func() { _ = s.Stop(ctx) })
+		return s
+	}
+	return f, reg, opts, source
+}
+
 func helperSpec(version string) catalog.Spec {
 	return catalog.Spec{
 		Name: "helper", Model: "scripted", Instructions: "You are helper " + version + ".", Tools: []string{"sleep"},
@@ -53,25 +76,13 @@ func sawInstructions(t *testing.T, cat *catalog.Catalog, text string) bool {
 // next run gets the new ones; a newly applied agent is served at once.
 func TestRegistryUpdatePinsRunningRuns(t *testing.T) {
 	t.Parallel()
-	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents})
+	f, reg, opts, source := registryFleet(t)
 	ctx := context.Background()
-	require.NoError(t, f.Workers[0].Stop(ctx))
-	ts, err := tools.Builtin(tools.Config{Workspace: t.TempDir()})
-	require.NoError(t, err)
-	opts := catalog.Options{Tools: ts}
-	reg, err := registry.Ensure(ctx, f.JS, bus.Names{}, 1)
-	require.NoError(t, err)
 	rep, err := reg.Apply(ctx, []catalog.Spec{helperSpec("v1")}, false, opts)
 	require.NoError(t, err)
 	require.Equal(t, []string{"helper"}, rep.Created)
 	rev1 := rep.Revision
 
-	source := func() *registry.Source {
-		s := registry.NewSource(reg, opts, nil, nil)
-		require.NoError(t, s.Start(ctx))
-		t.Cleanup(func() { _ = s.Stop(ctx) })
-		return s
-	}
 	srcA := source()
 	connA := f.Connect()
 	f.StartWorker(worker.Config{Conn: connA, Agents: srcA, ID: "wA", SkipProvision: true})

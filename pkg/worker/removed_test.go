@@ -11,8 +11,6 @@ import (
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/catalog"
 	"github.com/lovia-fleet/lovia/pkg/loop"
-	"github.com/lovia-fleet/lovia/pkg/registry"
-	"github.com/lovia-fleet/lovia/pkg/tools"
 	"github.com/lovia-fleet/lovia/pkg/worker"
 )
 
@@ -24,14 +22,8 @@ import (
 // run_failed UnknownAgent instead of waiting for ever.
 func TestRemovedAgentKeepsItsRunsInFlight(t *testing.T) {
 	t.Parallel()
-	f := fleettest.Start(t, fleettest.Options{AgentsYAML: fleetAgents})
+	f, reg, opts, source := registryFleet(t)
 	ctx := context.Background()
-	require.NoError(t, f.Workers[0].Stop(ctx))
-	ts, err := tools.Builtin(tools.Config{Workspace: t.TempDir()})
-	require.NoError(t, err)
-	opts := catalog.Options{Tools: ts}
-	reg, err := registry.Ensure(ctx, f.JS, bus.Names{}, 1)
-	require.NoError(t, err)
 	pinned := catalog.Spec{Name: "pinned", Model: "scripted", Tools: []string{"sleep"}, Script: []catalog.ScriptStep{
 		{Call: &catalog.ScriptCall{Name: "sleep", Args: map[string]any{"ms": 5000}, ID: "s1"}},
 		{Text: "done"},
@@ -39,12 +31,6 @@ func TestRemovedAgentKeepsItsRunsInFlight(t *testing.T) {
 	rep, err := reg.Apply(ctx, []catalog.Spec{pinned}, false, opts)
 	require.NoError(t, err)
 	pinnedRev := rep.Revision
-	source := func() *registry.Source {
-		s := registry.NewSource(reg, opts, nil, nil)
-		require.NoError(t, s.Start(ctx))
-		t.Cleanup(func() { _ = s.Stop(ctx) })
-		return s
-	}
 	srcB, connB := source(), f.Connect()
 	f.StartWorker(worker.Config{Conn: connB, Agents: srcB, ID: "wB", SkipProvision: true, SweepInterval: 200 * time.Millisecond})
 	r1, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: "pinned", Input: bus.TextInput("one")})

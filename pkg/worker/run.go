@@ -157,9 +157,7 @@ func (w *Worker) poison(ctx context.Context, d *delivery, runID, agent string, e
 			if rp, err := w.pub.Open(ctx, runID, enc); err == nil {
 				rp.SetRequest(d.meta.Sequence.Stream)
 				if last, _ := w.lastEvent(ctx, runID); last == nil || !last.IsTerminal() || queued {
-					failed := &loop.RunFailed{Error: info}
-					failed.Agent = agent
-					_, _ = rp.Publish(ctx, failed)
+					_, _ = rp.Publish(ctx, runFailed(agent, info))
 				}
 				if err := rp.Close(ctx); err != nil {
 					d.log.Warn("poison: publishing run_failed failed", "error", err)

@@ -156,6 +156,13 @@ func (w *Worker) release(ctx context.Context, x *execution, delay time.Duration,
 	return true
 }
 
+// runFailed is the run_failed of a run of agent that ended with info.
+func runFailed(agent string, info loop.ErrorInfo) *loop.RunFailed {
+	ev := &loop.RunFailed{Error: info}
+	ev.Agent = agent
+	return ev
+}
+
 // failAndTerminate ends a claimed run of agent that cannot succeed by
 // retrying: the index marked failed, one run_failed (naming the agent),
 // the request terminated. When the event cannot be published the request
@@ -163,8 +170,7 @@ func (w *Worker) release(ctx context.Context, x *execution, delay time.Duration,
 // ends without its terminal event.
 func (w *Worker) failAndTerminate(ctx context.Context, d *delivery, rp *bus.RunPublisher, runID, agent string, info loop.ErrorInfo) {
 	ctx = context.WithoutCancel(ctx)
-	failed := &loop.RunFailed{Error: info}
-	failed.Agent = agent
+	failed := runFailed(agent, info)
 	w.indexOutcome(ctx, d, runID, failed)
 	_, err := rp.Publish(ctx, failed)
 	if err == nil {

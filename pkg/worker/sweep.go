@@ -160,9 +160,7 @@ func (w *Worker) abandon(ctx context.Context, e *store.RunEntry) {
 	rp, err := w.pub.Open(ctx, runID, bus.JSON)
 	if err == nil {
 		rp.SetRequest(e.Record.RequestSeq)
-		failed := &loop.RunFailed{Error: info}
-		failed.Agent = e.Record.Agent
-		_, err = rp.Publish(ctx, failed)
+		_, err = rp.Publish(ctx, runFailed(e.Record.Agent, info))
 		if cerr := rp.Close(ctx); err == nil {
 			err = cerr
 		}

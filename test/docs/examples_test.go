@@ -123,8 +123,9 @@ func extractBlocks(file, doc string) ([]block, []error) {
 	return out, errs
 }
 
-// documented are the documents whose examples must run (and whose lovia
-// commands TestCommandFlags checks).
+// documented are README.md, deploy/README.md and docs/*.md: the
+// documents whose examples must run, whose lovia commands
+// TestCommandFlags checks and whose links TestMarkdownLinks checks.
 func documented(t *testing.T) []string {
 	t.Helper()
 	docs, err := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))

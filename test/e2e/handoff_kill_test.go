@@ -25,8 +25,7 @@ import (
 func TestHandoffKill9(t *testing.T) {
 	srv, nc, _ := startNATS(t)
 	ctx := context.Background()
-	agents := filepath.Join(t.TempDir(), "agents.yaml")
-	require.NoError(t, os.WriteFile(agents, []byte(`
+	agents := writeAgents(t, `
 agents:
   - name: triage
     model: scripted
@@ -43,7 +42,7 @@ agents:
       - call: {name: sleep, args: {ms: 4000}, id: ss}
       - call: {name: append_file, args: {path: log.txt, line: specialist-b}, id: sb}
       - text: specialist done
-`), 0o644))
+`)
 	workspace := t.TempDir()
 	victim := startWorker(t, srv.ClientURL(), agents, workspace, "victim")
 	c, err := client.New(nc, client.Options{})
@@ -53,7 +52,7 @@ agents:
 	require.NoError(t, err)
 
 	logPath := filepath.Join(workspace, "log.txt")
-	if !waitUntilTrue(30*time.Second, func() bool { return slices.Contains(readLinesIfAny(logPath), "specialist-a") }) {
+	if !waitUntil(30*time.Second, func() bool { return slices.Contains(readLinesIfAny(logPath), "specialist-a") }) {
 		t.Fatalf("waited 30s for the specialist's first step on the victim; the log holds %v", readLinesIfAny(logPath))
 	}
 	survivor := startWorker(t, srv.ClientURL(), agents, workspace, "survivor")
@@ -85,16 +84,4 @@ func readLinesIfAny(path string) []string {
 		return nil
 	}
 	return strings.Fields(string(b))
-}
-
-// waitUntilTrue polls cond every 10ms until it holds or timeout passes.
-func waitUntilTrue(timeout time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(timeout); ; time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-	}
 }
