@@ -157,7 +157,7 @@ func scheduleAgentCheck(js jetstream.JetStream, names bus.Names) func(context.Co
 		for a := range served {
 			live = append(live, a)
 		}
-		return bus.UnknownAgentError(agent, live)
+		return bus.UnknownAgentError(agent, live, false)
 	}
 }
 

@@ -126,7 +126,7 @@ func entryLine(e loop.Entry) string {
 	return string(e.Kind)
 }
 
-// printMetadata writes a run's metadata as key=value pairs, sorted.
+// metadataText is a run's metadata as key=value pairs, sorted.
 func metadataText(m map[string]any) string {
 	keys := make([]string, 0, len(m))
 	for k := range m {

@@ -136,12 +136,20 @@ func DecodeReply(h nats.Header, body []byte, v Control) error {
 // UnknownAgentError is the UnknownAgent reply for agent, which no worker
 // of the fleet serves or served: its hint names the agents known (sorted,
 // without repeats), or says no worker serves any yet. A submit and a
-// schedule add refuse with it alike.
-func UnknownAgentError(agent string, known []string) *APIError {
+// schedule add refuse with it alike. In a fleet whose workers serve the
+// agents registry (registry), the way to define it is lovia agents apply.
+func UnknownAgentError(agent string, known []string, registry bool) *APIError {
 	known = slices.Compact(slices.Sorted(slices.Values(known)))
-	hint := "no worker of the fleet serves any agent yet: start a worker (lovia worker --agents FILE) whose agents file defines it"
-	if len(known) > 0 {
+	var hint string
+	switch {
+	case registry && len(known) > 0:
+		hint = "use one of the agents the fleet serves: " + strings.Join(known, ", ") + "; or define " + agent + " in the agents registry: lovia agents apply FILE (the registry's workers serve it within a second)"
+	case registry:
+		hint = "define it in the agents registry: lovia agents apply FILE (the registry's workers serve it within a second)"
+	case len(known) > 0:
 		hint = "use one of the agents the fleet serves: " + strings.Join(known, ", ") + "; or start a worker whose agents file defines " + agent
+	default:
+		hint = "no worker of the fleet serves any agent yet: start a worker (lovia worker --agents FILE) whose agents file defines it"
 	}
 	return &APIError{Type: TypeUnknownAgent, Message: "unknown agent " + strconv.Quote(agent), Hint: hint}
 }

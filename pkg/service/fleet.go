@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -63,15 +62,7 @@ func (a *API) checkAgent(ctx context.Context, agent string) error {
 	if a.cfg.Catalog != nil {
 		live = append(live, a.cfg.Catalog.Names()...)
 	}
-	err := bus.UnknownAgentError(agent, live)
-	if a.registryFleet(ctx) {
-		live = slices.Compact(slices.Sorted(slices.Values(live)))
-		err.Hint = "define it in the agents registry: lovia agents apply FILE (the registry's workers serve it within a second)"
-		if len(live) > 0 {
-			err.Hint = "use one of the agents the fleet serves: " + strings.Join(live, ", ") + "; or define " + agent + " in the agents registry: lovia agents apply FILE (the registry's workers serve it within a second)"
-		}
-	}
-	return err
+	return bus.UnknownAgentError(agent, live, a.registryFleet(ctx))
 }
 
 // checkScheduleAgent is checkAgent for a schedule's agent, which the
