@@ -107,11 +107,20 @@ func (b *bundle) do(t *testing.T, method, path, body string, header ...string) (
 // open sends a request and returns the response unread.
 func (b *bundle) open(t *testing.T, ctx context.Context, method, path, body string, header ...string) *http.Response {
 	t.Helper()
+	resp, err := b.http.Do(newRequest(t, ctx, method, b.url+path, body, header...))
+	require.NoError(t, err)
+	return resp
+}
+
+// newRequest builds a request to url: a non-empty body is JSON; header
+// is name, value pairs (an empty value removes the header).
+func newRequest(t *testing.T, ctx context.Context, method, url, body string, header ...string) *http.Request {
+	t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, b.url+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	require.NoError(t, err)
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
@@ -123,9 +132,7 @@ func (b *bundle) open(t *testing.T, ctx context.Context, method, path, body stri
 		}
 		req.Header.Set(header[i], header[i+1])
 	}
-	resp, err := b.http.Do(req)
-	require.NoError(t, err)
-	return resp
+	return req
 }
 
 // submit posts a run request and returns the run id.
