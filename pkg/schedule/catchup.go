@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -59,26 +58,13 @@ func (m *Manager) CatchUp(ctx context.Context, grace time.Duration) ([]string, e
 		}
 		return nil
 	}
-	st, err := m.js.Stream(ctx, m.names.SchedulesStream())
+	st, info, names, err := m.scheduleNames(ctx, "catch up")
 	if err != nil {
-		return nil, m.streamError(err)
+		return nil, err
 	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(m.names.ScheduleWildcard()))
-	if err != nil {
-		return nil, fmt.Errorf("schedule: catch up: %w", err)
-	}
-	subjects := make([]string, 0, len(info.State.Subjects))
-	for subj := range info.State.Subjects {
-		subjects = append(subjects, subj)
-	}
-	slices.Sort(subjects)
 	var fired []string
 	var errs []error
-	for _, subj := range subjects {
-		name, err := m.names.ParseSchedule(subj)
-		if err != nil {
-			continue
-		}
+	for _, name := range names {
 		id, err := m.catchUpOne(ctx, st, info.Config.MaxAge, name, grace, steady)
 		if errors.Is(err, ErrReconnected) {
 			return fired, err

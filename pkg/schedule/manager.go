@@ -113,20 +113,12 @@ func (m *Manager) Get(ctx context.Context, name string) (Schedule, error) {
 func (m *Manager) List(ctx context.Context) ([]Schedule, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	st, err := m.js.Stream(ctx, m.names.SchedulesStream())
+	_, _, names, err := m.scheduleNames(ctx, "list")
 	if err != nil {
-		return nil, m.streamError(err)
-	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(m.names.ScheduleWildcard()))
-	if err != nil {
-		return nil, fmt.Errorf("schedule: list: %w", err)
+		return nil, err
 	}
 	var out []Schedule
-	for subj := range info.State.Subjects {
-		name, err := m.names.ParseSchedule(subj)
-		if err != nil {
-			continue
-		}
+	for _, name := range names {
 		s, _, err := m.get(ctx, name)
 		if errors.Is(err, ErrNotFound) {
 			continue // removed meanwhile
@@ -136,8 +128,29 @@ func (m *Manager) List(ctx context.Context) ([]Schedule, error) {
 		}
 		out = append(out, s)
 	}
-	slices.SortFunc(out, func(a, b Schedule) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+// scheduleNames returns the schedules stream, its info (subjects filtered
+// to the schedules) and the names of the schedules it holds, sorted; op
+// names the caller in an error.
+func (m *Manager) scheduleNames(ctx context.Context, op string) (jetstream.Stream, *jetstream.StreamInfo, []string, error) {
+	st, err := m.js.Stream(ctx, m.names.SchedulesStream())
+	if err != nil {
+		return nil, nil, nil, m.streamError(err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(m.names.ScheduleWildcard()))
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("schedule: %s: %w", op, err)
+	}
+	names := make([]string, 0, len(info.State.Subjects))
+	for subj := range info.State.Subjects {
+		if name, err := m.names.ParseSchedule(subj); err == nil {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return st, info, names, nil
 }
 
 // Remove deletes the schedule: it fires no more. Runs it already fired are
