@@ -150,14 +150,15 @@ const unservedWait = 5 * time.Second
 func reportUnserved(ctx context.Context, env *Env, js jetstream.JetStream, names bus.Names, specs []catalog.Spec) {
 	var missing []string
 	deadline := time.Now().Add(unservedWait)
-	if liveWorkers(ctx, js, names) <= 0 {
-		deadline = time.Now() // no worker to wait for
-	}
-	for {
-		served := servedBy(ctx, js, names)
-		if served == nil {
+	for first := true; ; first = false {
+		ms, ok := fleetMembers(ctx, js, names)
+		if !ok {
 			return
 		}
+		if first && len(ms) == 0 {
+			deadline = time.Now() // no worker to wait for
+		}
+		served, _ := agentsOf(ms)
 		missing = missing[:0]
 		for _, s := range specs {
 			if served[s.Name] == 0 {

@@ -36,21 +36,11 @@ type agentRow struct {
 	Source string `json:"source"`
 }
 
-// servedBy counts the live workers serving each agent, with what one of
-// them announced (nil when the fleet registry cannot be read).
+// servedBy counts the live workers serving each agent (nil when the fleet
+// registry cannot be read).
 func servedBy(ctx context.Context, js jetstream.JetStream, names bus.Names) map[string]int {
 	counts, _ := fleetAgents(ctx, js, names)
 	return counts
-}
-
-// liveWorkers counts the live workers (-1 when the fleet registry cannot
-// be read).
-func liveWorkers(ctx context.Context, js jetstream.JetStream, names bus.Names) int {
-	ms, ok := fleetMembers(ctx, js, names)
-	if !ok {
-		return -1
-	}
-	return len(ms)
 }
 
 // fleetAgents counts the live workers serving each agent, with what one
@@ -61,6 +51,12 @@ func fleetAgents(ctx context.Context, js jetstream.JetStream, names bus.Names) (
 	if !ok {
 		return nil, nil
 	}
+	return agentsOf(ms)
+}
+
+// agentsOf counts the workers ms serving each agent, with what one of
+// them announced.
+func agentsOf(ms []fleet.Member) (map[string]int, map[string]bus.AgentInfo) {
 	counts, infos := map[string]int{}, map[string]bus.AgentInfo{}
 	for _, m := range ms {
 		for _, a := range m.Agents {
