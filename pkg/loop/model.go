@@ -35,7 +35,7 @@ func (m *modelTurn) text() string {
 	return b.String()
 }
 
-// assembler builds a turn from provider deltas (LOVIA-SEMANTICS §3.5).
+// assembler builds a turn from provider deltas.
 type assembler struct {
 	ru        *run
 	text      strings.Builder

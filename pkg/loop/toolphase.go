@@ -35,7 +35,7 @@ type taskItem struct {
 	done    bool
 }
 
-// toolPhase runs one turn's calls (LOVIA-SEMANTICS §1.4).
+// toolPhase runs one turn's calls.
 func (ru *run) toolPhase(calls []Entry, finish string) (err error) {
 	if len(calls) == 1 {
 		// One call: nothing to overlap, run it on this goroutine.

@@ -6,7 +6,7 @@ import (
 )
 
 // Clear replaces older tool results with a marker that keeps the call id
-// and the error flag and names the recall call (LOVIA-SEMANTICS §6.3,
+// and the error flag and names the recall call (as
 // Anthropic's clear_tool_uses): oldest first, while the view is above the
 // target, every result outside the newest KeepLast and the protected tail
 // with at least MinChars characters (results with content parts always

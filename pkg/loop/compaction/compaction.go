@@ -9,7 +9,7 @@ import (
 	"github.com/lovia-fleet/lovia/pkg/loop"
 )
 
-// Compaction is lovia's default context policy (LOVIA-SEMANTICS §6): when
+// Compaction is lovia's default context policy: when
 // the view's estimate reaches the trigger, cheap-first stages record sticky
 // decisions until it fits the target, and every call renders the view from
 // the transcript and those decisions. It implements loop.ContextPolicy and
@@ -52,7 +52,7 @@ func (c *Compaction) Config() Config { return c.cfg }
 // drops it silently when one of those has the same name.
 func (c *Compaction) Tools() []*loop.Tool { return []*loop.Tool{c.recall} }
 
-// Compact implements loop.ContextPolicy (LOVIA-SEMANTICS §6.2). It never
+// Compact implements loop.ContextPolicy. It never
 // modifies req.Entries; it replaces req.State[StateKey] with the updated
 // sticky state. An error comes only from a stage (the built-in ones do
 // not fail) and leaves the decisions made so far in the state.
@@ -200,7 +200,7 @@ func leadingSystem(entries []loop.Entry) int {
 
 // validateSummary drops a summary whose coverage is out of range or whose
 // prefix changed structure, and rewinds one that would separate a call
-// from its result (LOVIA-SEMANTICS §6.2 step 3).
+// from its result.
 func validateSummary(st *state, body []loop.Entry, ix *bodyIndex) {
 	s := st.summary
 	if s == nil {
@@ -222,7 +222,7 @@ func validateSummary(st *state, body []loop.Entry, ix *bodyIndex) {
 }
 
 // protectedFrom computes the protected tail on the rendered body
-// (LOVIA-SEMANTICS §6.4) and returns its first body index.
+// and returns its first body index.
 func (pc *PlanContext) protectedFrom() int {
 	lo, n := pc.r.covered, len(pc.body)
 	if n <= lo {

@@ -11,7 +11,7 @@ import (
 	"strings"
 )
 
-// Defaults of [Config] (LOVIA-SEMANTICS §6.2).
+// Defaults of [Config].
 const (
 	DefaultCompactAt           = 0.85
 	DefaultCompactTo           = 0.60

@@ -1,7 +1,7 @@
 // Package compaction is lovia's default context policy: it keeps a long
 // conversation inside the model's context window by shrinking only the
 // view sent to the model — never the transcript, the checkpoint or the
-// session (LOVIA-SEMANTICS.md §6).
+// session.
 //
 // # The pipeline
 //

@@ -4,7 +4,7 @@ import (
 	"github.com/lovia-fleet/lovia/pkg/loop"
 )
 
-// Token estimation (LOVIA-SEMANTICS §6.5). Raw estimates are the cheap
+// Token estimation. Raw estimates are the cheap
 // heuristic — UTF-8 bytes / 4 + 8 per entry, flat costs for images and
 // files — and calibrated estimates multiply the raw view by the run's
 // ratio, which tracks the provider's real input-token counts.

@@ -5,7 +5,7 @@ import (
 	"unicode/utf8"
 )
 
-// Offload shows huge tool results as a preview (LOVIA-SEMANTICS §6.3):
+// Offload shows huge tool results as a preview:
 // oldest first, while the view is above the target, each result of at
 // least MinChars characters outside the newest KeepLast results and the
 // protected tail is replaced by a marker with its size, a preview and the

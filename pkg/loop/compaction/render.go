@@ -13,7 +13,7 @@ import (
 // records, so the bytes of an entry's marker never change between turns.
 
 // ClearMarker is the output that replaces a cleared tool result in the
-// view (LOVIA-SEMANTICS §6.3).
+// view.
 func ClearMarker(callID string) string {
 	return `[Earlier tool result cleared to save context. Call recall_tool_result("` + callID + `") to retrieve the full output.]`
 }
@@ -100,7 +100,7 @@ func render(head, body []loop.Entry, st *state) *rendering {
 	return r
 }
 
-// fingerprint hashes the structure of entries (LOVIA-SEMANTICS §6.6):
+// fingerprint hashes the structure of entries:
 // per-entry signatures input:<role>:<len>, assistant:<len>, reasoning:<len>,
 // call:<id>:<args len>, result:<id>, NUL-separated, SHA-1, 16 hex digits.
 // Lengths are in bytes. Result lengths are left out on purpose, so trimming

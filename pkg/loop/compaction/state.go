@@ -9,7 +9,7 @@ import (
 
 // The sticky state lives in the run's context state under StateKey as plain
 // maps, slices, strings and numbers, so it survives JSON and msgpack round
-// trips through checkpoints and session meta (LOVIA-SEMANTICS §6.6):
+// trips through checkpoints and session meta:
 //
 //	{version: 3, cleared: [call_id…] (sorted), offloaded: {call_id: {preview, chars, digest}},
 //	 summary: {text, covered, fingerprint} | null, ratio, last_view_estimate,
@@ -22,7 +22,7 @@ const (
 	StateVersion = 3
 )
 
-// Bounds of the state (LOVIA-SEMANTICS §6.5, §6.6).
+// Bounds of the state.
 const (
 	minRatio          = 0.5
 	maxRatio          = 2.5

@@ -7,8 +7,8 @@ import (
 	"unicode/utf8"
 )
 
-// Summarize folds old history into a running, sectioned summary
-// (LOVIA-SEMANTICS §6.3): the rendered body from the current coverage up
+// Summarize folds old history into a running, sectioned summary:
+// the rendered body from the current coverage up
 // to the protected tail is handed to the [Summarizer] in chunks of at most
 // half the usable window (and half of the model's and the summarizer's
 // windows), each ending where no call is separated from its result. Every

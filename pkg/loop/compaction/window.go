@@ -7,7 +7,7 @@ import (
 	"github.com/lovia-fleet/lovia/pkg/loop"
 )
 
-// Context window resolution (LOVIA-SEMANTICS §6.2 step 7): the configured
+// Context window resolution: the configured
 // window, else the provider's own answer (asked once per endpoint and
 // model, memoized in the policy); a window an overflow error named for the
 // endpoint and model caps either. 0 means unknown: compaction is then
@@ -71,8 +71,7 @@ func (c *Compaction) resolveWindow(ctx context.Context, req *loop.CompactRequest
 	return w
 }
 
-// budget resolves the watermarks for window (LOVIA-SEMANTICS §6.2 step 9
-// and, reactively, step 8).
+// budget resolves the watermarks for window.
 func (c *Compaction) budget(window int, aggressive bool) Budget {
 	b := Budget{Window: window, Reserve: c.cfg.ReserveOutputTokens}
 	b.Usable = window - b.Reserve

@@ -30,7 +30,7 @@
 // nothing it wrote is visible; two writers creating one run: exactly one
 // wins), Base mismatches, a 5 MB tool output and copy isolation. For
 // sessions: insertion order, idempotent append by run id, generated run ids,
-// Clear, every Rewind case of LOVIA-SEMANTICS.md §4.7 and TrimToolResults.
+// Clear, every Rewind case of lovia's session contract and TrimToolResults.
 // For mailboxes: FIFO, Remove by token, destructive Drain under concurrent
 // drainers, and push after drain.
 //

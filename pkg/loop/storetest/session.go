@@ -15,7 +15,7 @@ import (
 type NewSession func(t *testing.T) loop.Session
 
 // RunSession runs the [loop.Session] conformance suite, including the
-// Rewind and TrimToolResults cases of LOVIA-SEMANTICS.md §4.7.
+// Rewind and TrimToolResults cases of lovia's session contract.
 func RunSession(t *testing.T, newStore NewSession) {
 	t.Helper()
 	type bundle struct {

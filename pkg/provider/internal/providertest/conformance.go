@@ -16,7 +16,7 @@ import (
 
 // Adapter describes an adapter to [RunLoop]: how to build it against a
 // fixture server, the fixtures that play the conformance scenarios of
-// LOVIA-SEMANTICS §8 and the checks of the request bodies it sends.
+// lovia's loop and the checks of the request bodies it sends.
 type Adapter struct {
 	// New builds the provider against srv; native asks for native
 	// structured output (ProviderInfo.NativeJSONSchema).
@@ -235,7 +235,7 @@ func indexOf(s []string, v string) int {
 	return len(s)
 }
 
-// Sig renders events in the notation of LOVIA-SEMANTICS §8.0; consecutive
+// Sig renders events in the conformance notation; consecutive
 // deltas of one kind collapse into "TD+" / "RD+".
 func Sig(evs []loop.Event) []string {
 	var out []string
@@ -293,7 +293,7 @@ func DeltaTexts(evs []loop.Event) []string {
 	return out
 }
 
-// EntrySigs renders entries in the notation of LOVIA-SEMANTICS §8.0.
+// EntrySigs renders entries in the conformance notation.
 func EntrySigs(es []loop.Entry) []string {
 	out := make([]string, 0, len(es))
 	for _, e := range es {

@@ -8,7 +8,7 @@ import (
 )
 
 // Recorder collects the deltas a provider emits and assembles them the way
-// the loop does (LOVIA-SEMANTICS §3.5), for assertions.
+// the loop does, for assertions.
 type Recorder struct {
 	Deltas []loop.Delta
 }
