@@ -151,7 +151,7 @@ func (r *RetrySpec) validate() error {
 	}
 	p := r.policy()
 	if p.BaseDelay > p.MaxDelay {
-		return fieldErr("retry.base_delay", "%s is above max_delay %s", p.BaseDelay, p.MaxDelay)
+		return fieldErr("retry.base_delay", "%s is above max_delay %s: lower it or raise max_delay", p.BaseDelay, p.MaxDelay)
 	}
 	return nil
 }
