@@ -36,7 +36,8 @@ func registryAgents(ctx context.Context, js jetstream.JetStream, names bus.Names
 	if err != nil {
 		return nil, nil, err
 	}
-	opts := catalog.Options{Tools: ts, Registry: deps.registry, Plugins: catalog.PluginStores{JetStream: js, Names: names, Replicas: wf.replicas, Logger: log}}
+	opts := catalog.Options{Tools: ts, Registry: deps.registry, Plugins: catalog.PluginStores{JetStream: js, Names: names, Replicas: wf.replicas, Logger: log},
+		Compaction: compactionPolicies(ctx, js, names, wf.replicas, log)}
 	if deps.remote != nil {
 		if deps.remote.mcp != nil {
 			opts.MCP = deps.remote.mcp

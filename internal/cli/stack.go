@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -136,6 +137,9 @@ func buildDeps(ctx context.Context, env *Env, wf *workerFlags, fc fleetConn, log
 		}
 		stores.Replicas, stores.Logger = wf.replicas, log
 		copts.Plugins = stores
+		if stores.JetStream != nil {
+			copts.Compaction = compactionPolicies(ctx, stores.JetStream, stores.Names, wf.replicas, log)
+		}
 		cat, remote, err := loadAgents(ctx, env, wf.agents, copts, wf.listOnly, fc, log)
 		if err != nil {
 			if pc != nil {
@@ -257,6 +261,29 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 		return startFailure(env, log, wf.logFormat, err)
 	}
 	return ExitOK
+}
+
+// compactionPolicies builds the context policies of agents whose
+// `compaction:` section tunes theirs, with the fleet's results store (as
+// the worker's default policy has it), opened at the first such agent.
+func compactionPolicies(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas int, log *slog.Logger) func(compaction.Config) (loop.ContextPolicy, error) {
+	var (
+		mu      sync.Mutex
+		results *store.ResultStore
+	)
+	return func(cfg compaction.Config) (loop.ContextPolicy, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if results == nil {
+			rs, err := store.OpenResultStore(ctx, js, store.ResultStoreConfig{Bucket: names.ResultsBucket(), Replicas: replicas, Logger: log})
+			if err != nil {
+				return nil, err
+			}
+			results = rs
+		}
+		cfg.Store, cfg.Logger = results, log
+		return compaction.New(cfg), nil
+	}
 }
 
 // startWorkerProcess provisions, opens stores, starts the API service and

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/loop"
+	"github.com/lovia-fleet/lovia/pkg/loop/compaction"
 	"github.com/lovia-fleet/lovia/pkg/loop/scripted"
 	"github.com/lovia-fleet/lovia/pkg/tools"
 	"github.com/lovia-fleet/lovia/pkg/tools/mcp"
@@ -47,6 +49,11 @@ type Options struct {
 	// (plugins.go); without it agents with those plugins fail at run
 	// start, saying so.
 	Plugins PluginStores
+	// Compaction builds the context policy of an agent whose `compaction:`
+	// section tunes it, from the section's thresholds (cfg has no store
+	// nor logger: the builder adds the process's). Nil: compaction.New(cfg),
+	// whose recall reads the transcript.
+	Compaction func(cfg compaction.Config) (loop.ContextPolicy, error)
 }
 
 // Agent is one ready agent with its fleet settings.
@@ -138,7 +145,8 @@ func Load(path string, opts Options) (*Catalog, error) {
 
 // ReadFile reads and decodes an agents file without building it: a worker
 // reads it first to start the MCP servers it declares ([File.Servers]),
-// then builds it with [Build].
+// then builds it with [Build]. The agents' instructions_file are read
+// into their instructions ([File.ReadInstructionFiles]).
 func ReadFile(path string) (File, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -146,6 +154,9 @@ func ReadFile(path string) (File, error) {
 	}
 	f, err := Decode(data)
 	if err != nil {
+		return File{}, fmt.Errorf("agents file %s: %w", path, err)
+	}
+	if err := f.ReadInstructionFiles(filepath.Dir(path)); err != nil {
 		return File{}, fmt.Errorf("agents file %s: %w", path, err)
 	}
 	return f, nil
@@ -159,6 +170,11 @@ func Decode(data []byte) (File, error) {
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil {
 		return File{}, explainYAML(err, data)
+	}
+	for i, l := range agentLines(data) {
+		if i < len(f.Agents) {
+			f.Agents[i].lines = l
+		}
 	}
 	return f, nil
 }
@@ -235,6 +251,7 @@ func Build(f File, opts Options) (*Catalog, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	errs = append(errs, c.linkAsTools()...)
 	// Link handoffs by name.
 	for _, n := range c.names {
 		a := c.agents[n]
@@ -267,6 +284,9 @@ func (c *Catalog) namesSorted() []string {
 
 func build(s Spec, visible []string, opts Options) (*Agent, error) {
 	a := &loop.Agent{Name: s.Name, Instructions: s.Instructions}
+	if s.InstructionsFile != "" {
+		return nil, fmt.Errorf("%s %q was not read: only an agents file read from disk (lovia worker --agents, lovia agents apply FILE) reads its instructions files, relative to its folder; give the text as instructions", s.at("instructions_file"), s.InstructionsFile)
+	}
 	switch {
 	case s.Model == "":
 		return nil, errors.New(`model is required (demo, scripted, openai:<model>, anthropic:<model> or a bare OpenAI-compatible model name)`)
@@ -297,6 +317,12 @@ func build(s Spec, visible []string, opts Options) (*Agent, error) {
 		}
 		a.Provider = p
 	}
+	if err := applyRunSettings(a, s); err != nil {
+		return nil, err
+	}
+	if err := applyCompaction(a, s.Compaction, opts); err != nil {
+		return nil, err
+	}
 	var err error
 	if opts.Tools, err = withHTTPTools(opts.Tools, s); err != nil {
 		return nil, err
@@ -320,6 +346,11 @@ func build(s Spec, visible []string, opts Options) (*Agent, error) {
 		ok := false
 		for _, t := range sel.builtin {
 			if m, _ := path.Match(n, t.Name); m {
+				ok = true
+			}
+		}
+		for _, t := range asToolNames(s) {
+			if m, _ := path.Match(n, t); m {
 				ok = true
 			}
 		}

@@ -73,7 +73,7 @@ func TestParse(t *testing.T) {
 func TestParseErrors(t *testing.T) {
 	for name, tc := range map[string]struct{ yaml, want string }{
 		"empty":           {`agents: []`, "no agents"},
-		"typo field":      {"agents:\n  - name: a\n    modle: demo\n", `unknown key "modle" in an agent (known: name, instructions, model,`},
+		"typo field":      {"agents:\n  - name: a\n    modle: demo\n", `unknown key "modle" in an agent (known: name, instructions, instructions_file, model,`},
 		"bad name":        {"agents:\n  - name: 'a.b'\n    model: scripted\n    script: [{text: x}]\n", "name must be"},
 		"duplicate":       {"agents:\n  - {name: a, model: scripted, script: [{text: x}]}\n  - {name: a, model: scripted, script: [{text: x}]}\n", "defined twice"},
 		"unknown tool":    {"agents:\n  - {name: a, model: scripted, tools: [nope], script: [{text: x}]}\n", `unknown tool "nope"`},

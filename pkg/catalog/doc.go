@@ -10,4 +10,14 @@
 // Memory plugins (pkg/plugins/...); the fleet-native ones keep their state
 // in the JetStream stores of [Options.Plugins]. Its `http:` section
 // ([HTTPSpec]) bounds the http_request and read_page tools it names.
+//
+// # Model, retry, tools and context
+//
+// An agent's `settings:` ([SettingsSpec]) become its model settings,
+// `retry:` ([RetrySpec]) its provider retry policy, `tool_defaults:`
+// ([ToolDefaultsSpec]) the timeout, retries and output cap of its tools,
+// `compaction:` ([CompactionSpec]) its context policy (built through
+// [Options.Compaction]) and `as_tools:` ([AsToolSpec]) ask_<agent> tools
+// that run other agents of the file. `instructions_file:` is read by
+// [ReadFile] relative to the agents file's folder.
 package catalog

@@ -97,5 +97,5 @@ func ExampleParse_unknownField() {
 	fmt.Println(err)
 	// Output:
 	// unknown keys:
-	//   line 3: unknown key "modle" in an agent (known: name, instructions, model, tools, handoffs, approval, output_schema, max_turns, approval_timeout, script, mcp_servers, plugins, http)
+	//   line 3: unknown key "modle" in an agent (known: name, instructions, instructions_file, model, tools, handoffs, approval, output_schema, max_turns, approval_timeout, script, mcp_servers, plugins, http, settings, retry, tool_defaults, compaction, as_tools)
 }

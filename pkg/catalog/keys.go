@@ -40,6 +40,11 @@ var unknownFieldRE = regexp.MustCompile(`^(line \d+: )field (\S+) not found in t
 func explainYAML(err error, data []byte) error {
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
+		if !strings.HasPrefix(err.Error(), "yaml: ") {
+			// A section's own check (an unknown plugin, a value out of
+			// range): the YAML is fine, the error names line and field.
+			return err
+		}
 		return fmt.Errorf("invalid YAML: %w", syntaxLine(err, data))
 	}
 	msgs := make([]string, len(te.Errors))

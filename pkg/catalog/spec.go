@@ -17,22 +17,43 @@ type File struct {
 
 // Spec is one agent of the agents file.
 type Spec struct {
-	Name            string         `yaml:"name" json:"name"`
-	Instructions    string         `yaml:"instructions" json:"instructions,omitempty"`
-	Model           string         `yaml:"model" json:"model"`
-	Tools           []string       `yaml:"tools" json:"tools,omitempty"`
-	Handoffs        []string       `yaml:"handoffs" json:"handoffs,omitempty"`
-	Approval        []string       `yaml:"approval" json:"approval,omitempty"`
-	OutputSchema    map[string]any `yaml:"output_schema" json:"output_schema,omitempty"`
-	MaxTurns        int            `yaml:"max_turns" json:"max_turns,omitempty"`
-	ApprovalTimeout Duration       `yaml:"approval_timeout" json:"approval_timeout,omitempty"`
-	Script          []ScriptStep   `yaml:"script" json:"script,omitempty"`
+	Name         string `yaml:"name" json:"name"`
+	Instructions string `yaml:"instructions" json:"instructions,omitempty"`
+	// InstructionsFile names a file holding the instructions, relative to
+	// the agents file's folder. [ReadFile] reads it into Instructions (and
+	// clears it), so the text travels with the spec (to the registry);
+	// [Build] refuses a spec whose file was not read.
+	InstructionsFile string         `yaml:"instructions_file" json:"instructions_file,omitempty"`
+	Model            string         `yaml:"model" json:"model"`
+	Tools            []string       `yaml:"tools" json:"tools,omitempty"`
+	Handoffs         []string       `yaml:"handoffs" json:"handoffs,omitempty"`
+	Approval         []string       `yaml:"approval" json:"approval,omitempty"`
+	OutputSchema     map[string]any `yaml:"output_schema" json:"output_schema,omitempty"`
+	MaxTurns         int            `yaml:"max_turns" json:"max_turns,omitempty"`
+	ApprovalTimeout  Duration       `yaml:"approval_timeout" json:"approval_timeout,omitempty"`
+	Script           []ScriptStep   `yaml:"script" json:"script,omitempty"`
 	// MCPServers are MCP servers only this agent may select tools of.
 	MCPServers map[string]MCPServer `yaml:"mcp_servers" json:"mcp_servers,omitempty"`
 	// Plugins are the plugins the agent runs with, by name (plugins.go).
 	Plugins *PluginsSpec `yaml:"plugins" json:"plugins,omitempty"`
 	// HTTP bounds the agent's http_request and read_page (http.go).
 	HTTP *HTTPSpec `yaml:"http" json:"http,omitempty"`
+	// Settings are the agent's model settings (settings.go).
+	Settings *SettingsSpec `yaml:"settings" json:"settings,omitempty"`
+	// Retry is the agent's provider retry policy (settings.go).
+	Retry *RetrySpec `yaml:"retry" json:"retry,omitempty"`
+	// ToolDefaults apply to the agent's tools that set none (settings.go).
+	ToolDefaults *ToolDefaultsSpec `yaml:"tool_defaults" json:"tool_defaults,omitempty"`
+	// Compaction tunes or switches off the agent's context compaction
+	// (compaction.go).
+	Compaction *CompactionSpec `yaml:"compaction" json:"compaction,omitempty"`
+	// AsTools are agents this one may ask, each as an ask_<agent> tool
+	// (astools.go).
+	AsTools []AsToolSpec `yaml:"as_tools" json:"as_tools,omitempty"`
+
+	// lines are the lines of the spec's keys in the agents file ("": the
+	// agent's own), when it was decoded from YAML.
+	lines map[string]int
 }
 
 // MCPServer declares an MCP server: a stdio server (command, args, env,

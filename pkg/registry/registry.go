@@ -74,7 +74,9 @@ func decodeEntry(e jetstream.KeyValueEntry) (Entry, error) {
 }
 
 // Validate checks a set of agent definitions as the agents file is
-// checked (names, models, scripts, handoffs among the set, approvals),
+// checked (names, models, scripts, handoffs and as_tools among the set,
+// approvals, the settings, retry, tool_defaults and compaction sections;
+// an instructions_file must have been read into instructions),
 // with the tools of opts. Agents of the registry may not declare MCP
 // servers: those are the worker processes' (their agents file).
 func Validate(specs []catalog.Spec, opts catalog.Options) error {

@@ -2,6 +2,9 @@ package registry_test
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -173,4 +176,93 @@ func TestGetRevisionOfTheRegistry(t *testing.T) {
 	require.Equal(t, "one", e.Spec.Script[0].Text)
 	_, err = reg.GetRevision(ctx, "nobody", second)
 	require.ErrorIs(t, err, registry.ErrNotFound)
+}
+
+// The agents file's sections round-trip through the registry, and an
+// instructions_file reaches it as the file's text.
+func TestRegistryRoundTripsAgentSections(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	reg, opts := setup(t)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "lead.md"), []byte("You lead.\n"), 0o644))
+	path := filepath.Join(dir, "agents.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(`
+agents:
+  - name: lead
+    model: scripted
+    instructions_file: lead.md
+    tools: [echo]
+    settings: {temperature: 0.2, top_p: 0.5, max_tokens: 99, stop: [END], parallel_tool_calls: false, provider_options: {effort: 3, gone: null}}
+    retry: {attempts: 2, base_delay: 10ms, max_delay: 1s, restart_on_partial: false}
+    tool_defaults: {timeout: 5s, retries: 1, max_output_chars: -1}
+    compaction: {context_window: 64000, compact_at: 80%, compact_to: 0.5, reserve_output_tokens: 0, stages: [clear]}
+    as_tools: [{agent: helper, max_turns: 3, description: Helps., budget: {max_total_tokens: 500, max_duration: 1m}}]
+    script: [{text: x}]
+  - name: helper
+    model: scripted
+    retry: off
+    compaction: off
+    script: [{text: y}]
+`), 0o644))
+	f, err := catalog.ReadFile(path)
+	require.NoError(t, err)
+	rep, err := reg.Apply(ctx, f.Agents, false, opts)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"lead", "helper"}, rep.Created)
+
+	var stored []catalog.Spec
+	for i, s := range f.Agents {
+		e, err := reg.Get(ctx, s.Name)
+		require.NoError(t, err)
+		want, _ := json.Marshal(f.Agents[i])
+		got, _ := json.Marshal(e.Spec)
+		require.JSONEq(t, string(want), string(got), "agent %s reads back as applied", s.Name)
+		stored = append(stored, e.Spec)
+	}
+	require.Equal(t, "You lead.\n", stored[0].Instructions, "the file's text, not its path")
+	require.Empty(t, stored[0].InstructionsFile)
+	require.True(t, stored[1].Retry.Off)
+	require.True(t, stored[1].Compaction.Off)
+
+	rep, err = reg.Apply(ctx, f.Agents, false, opts)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"lead", "helper"}, rep.Unchanged, "the same file applied again changes nothing")
+
+	// What a registry worker builds from the stored specs.
+	cat, err := catalog.Build(catalog.File{Agents: stored}, opts)
+	require.NoError(t, err)
+	lead, _ := cat.Get("lead")
+	require.InDelta(t, 0.2, *lead.Settings.Temperature, 1e-9)
+	require.Equal(t, map[string]map[string]any{"scripted": {"effort": 3.0, "gone": nil}}, lead.Settings.ProviderOptions)
+	require.Equal(t, 2, lead.Retry.MaxAttempts)
+	require.True(t, lead.Retry.NoRestartOnPartial)
+	require.Equal(t, 5*time.Second, lead.DefaultToolTimeout)
+	require.Equal(t, -1, lead.MaxToolOutputChars)
+	require.Equal(t, "You lead.\n", lead.Instructions)
+	require.Equal(t, []string{"echo", "ask_helper"}, []string{lead.Tools[0].Name, lead.Tools[1].Name})
+	helper, _ := cat.Get("helper")
+	require.Equal(t, 1, helper.Retry.MaxAttempts)
+}
+
+// The registry refuses what the agents file refuses, naming the field.
+func TestRegistryRefusesBadSections(t *testing.T) {
+	t.Parallel()
+	reg, opts := setup(t)
+	temp := 5.0
+	for _, tc := range []struct {
+		spec catalog.Spec
+		want string
+	}{
+		{catalog.Spec{Name: "a", Model: "scripted", Script: []catalog.ScriptStep{{Text: "x"}}, Settings: &catalog.SettingsSpec{Temperature: &temp}}, `agent "a": settings.temperature: 5 is outside 0 to 2`},
+		{catalog.Spec{Name: "a", Model: "scripted", Script: []catalog.ScriptStep{{Text: "x"}}, InstructionsFile: "a.md"}, `instructions_file "a.md" was not read`},
+		{catalog.Spec{Name: "a", Model: "scripted", Script: []catalog.ScriptStep{{Text: "x"}}, AsTools: []catalog.AsToolSpec{{Agent: "zed"}}}, `unknown agent "zed"`},
+		{catalog.Spec{Name: "a", Model: "scripted", Script: []catalog.ScriptStep{{Text: "x"}}, Compaction: &catalog.CompactionSpec{CompactAt: "lots"}}, `compaction.compact_at: "lots"`},
+	} {
+		_, err := reg.Apply(context.Background(), []catalog.Spec{tc.spec}, false, opts)
+		require.ErrorContains(t, err, tc.want)
+	}
+	es, err := reg.List(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, es, "nothing was written")
 }
