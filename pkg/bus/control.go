@@ -308,6 +308,9 @@ type AgentInfo struct {
 	// always present, an empty list when none is resolved (no tools, or
 	// tool services not up yet).
 	Schemas []loop.ToolSchema `json:"schemas" msgpack:"schemas"`
+	// Version is the announcing worker's version of the agent (in fleet
+	// announcements; docs/protocol.md#agent-versions); omitted elsewhere.
+	Version string `json:"version,omitempty" msgpack:"version,omitempty"`
 }
 
 // MaxAgentInstructions caps AgentInfo.Instructions: an agents list (and

@@ -156,7 +156,10 @@ func (a *API) FleetAgents(ctx context.Context) (*bus.AgentsReply, error) {
 
 // normalAgent gives in's lists their empty value when they have none (a
 // worker's announcement may leave them out): the reply always has them.
+// The announcing worker's version of the agent is left out: workers of
+// several versions may serve it (the workers list gives each one's).
 func normalAgent(in *bus.AgentInfo) {
+	in.Version = ""
 	if in.Tools == nil {
 		in.Tools = []string{}
 	}
