@@ -36,6 +36,10 @@ const versionReserve = 3
 // buildIDRE is what Config.BuildID may be (it joins a version string).
 var buildIDRE = regexp.MustCompile(`^[A-Za-z0-9._-]{0,64}$`)
 
+// ValidBuildID reports whether id may be a Config.BuildID: up to 64
+// characters of [A-Za-z0-9._-].
+func ValidBuildID(id string) bool { return buildIDRE.MatchString(id) }
+
 // versionOf is this worker's version of agent ag.
 func (w *Worker) versionOf(ag *catalog.Agent) string {
 	return catalog.VersionOf(ag, w.cfg.BuildID)
