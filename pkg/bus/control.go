@@ -406,6 +406,10 @@ type WorkerInfo struct {
 	Version     string    `json:"version,omitempty" msgpack:"version,omitempty"`
 	StartedAt   time.Time `json:"started_at" msgpack:"started_at"`
 	SeenAt      time.Time `json:"seen_at" msgpack:"seen_at"`
+	// AgentVersions is the worker's version of each agent it serves
+	// (docs/protocol.md#agent-versions), by agent name; omitted by workers
+	// that announce none.
+	AgentVersions map[string]string `json:"agent_versions,omitempty" msgpack:"agent_versions,omitempty"`
 }
 
 // Validate checks every worker id.

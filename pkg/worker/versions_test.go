@@ -82,6 +82,10 @@ func TestRunRecordsItsVersion(t *testing.T) {
 	v1 := catalog.VersionOf(ag, "b1")
 	require.Regexp(t, `^[0-9a-f]{12}\+b1$`, v1)
 	waitServes(t, f, "wA", "quick", v1)
+	wr, err := f.Client.Workers(context.Background())
+	require.NoError(t, err)
+	require.Len(t, wr.Workers, 1)
+	require.Equal(t, v1, wr.Workers[0].AgentVersions["quick"], "the workers list gives each agent's version")
 
 	rep, err := f.Client.Submit(context.Background(), &bus.RunRequest{Agent: "quick", Input: bus.TextInput("hi")})
 	require.NoError(t, err)
