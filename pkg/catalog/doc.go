@@ -10,4 +10,12 @@
 // Memory plugins (pkg/plugins/...); the fleet-native ones keep their state
 // in the JetStream stores of [Options.Plugins]. Its `http:` section
 // ([HTTPSpec]) bounds the http_request and read_page tools it names.
+//
+// # Versions
+//
+// [Agent.Digest] identifies an agent's definition (instructions, model and
+// settings, tools and their schemas, handoffs, plugins, output schema,
+// limits); [VersionOf] adds a worker's build id. Workers record the
+// version a run started on and route its resumes to workers of that
+// version (docs/protocol.md#agent-versions).
 package catalog
