@@ -135,3 +135,13 @@ func BenchmarkDigest(b *testing.B) {
 		_ = a.Digest()
 	}
 }
+
+func BenchmarkDigestPinned(b *testing.B) {
+	c, err := Parse([]byte("agents:\n  - name: a\n    model: scripted\n    instructions: Help.\n    script: [{text: x}]\n"), Options{Registry: &loop.Registry{}})
+	require.NoError(b, err)
+	a, _ := c.Get("a")
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = VersionOf(a, "v1")
+	}
+}
