@@ -46,6 +46,10 @@ type workerFlags struct {
 	listOnly bool
 	registry bool
 	serve    string
+	// buildID and anyVersion: agent versions (worker.Config.BuildID,
+	// ResumeAnyVersion).
+	buildID    string
+	anyVersion bool
 }
 
 func addWorkerFlags(fs *flag.FlagSet) *workerFlags {
@@ -63,6 +67,8 @@ func addWorkerFlags(fs *flag.FlagSet) *workerFlags {
 	fs.BoolVar(&f.registry, "registry", false, "serve the agents registry (lovia agents apply FILE) and follow its changes; with --agents, the file seeds the registry first")
 	fs.StringVar(&f.serve, "serve", "", "with --registry: serve only the agents matching these comma-separated globs (e.g. 'support,billing-*')")
 	fs.DurationVar(&f.parkAfter, "park-after", worker.DefaultParkAfter, "an approval wait longer than this parks the run off the worker until a decision, a cancel or its deadline (negative: never park)")
+	fs.StringVar(&f.buildID, "build-id", "", "this build's id (a release tag, a commit), part of the agent versions runs record (default $LOVIA_BUILD_ID)")
+	fs.BoolVar(&f.anyVersion, "resume-any-version", false, "resume runs started on another agent version at once, instead of giving them back while a worker of that version is live")
 	return f
 }
 
@@ -187,6 +193,12 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	natsWait := addNATSWaitFlag(fs)
 	if _, ok := parse(fs, args); !ok {
 		return ExitUsage
+	}
+	if wf.buildID == "" {
+		wf.buildID = env.Getenv("LOVIA_BUILD_ID")
+	}
+	if !worker.ValidBuildID(wf.buildID) {
+		return usageErr(env, fs, fmt.Sprintf("--build-id (or LOVIA_BUILD_ID) %q: use up to 64 characters of [A-Za-z0-9._-]", wf.buildID))
 	}
 	log, err := logger(env, wf.logLevel, wf.logFormat)
 	if err != nil {
@@ -318,6 +330,7 @@ func startWorkerProcess(ctx context.Context, nc *nats.Conn, prefix, id string, w
 	}
 	w, err := worker.New(worker.Config{
 		Conn: nc, Catalog: deps.catalog, Agents: agents, Prefix: prefix, ID: id, Concurrency: wf.concurrency, AckWait: wf.ackWait, CoalesceDeltas: wf.coalesce, ParkAfter: wf.parkAfter,
+		BuildID: wf.buildID, ResumeAnyVersion: wf.anyVersion,
 		Provision: pc, SkipProvision: true, Registry: deps.registry, ContextPolicy: policy, Logger: log, Metrics: reg,
 		Store: store.Config{OutageBudget: wf.outage, Logger: log}, Tracing: deps.tracing,
 	})

@@ -40,11 +40,26 @@ func runWorkers(ctx context.Context, env *Env, args []string) int {
 		return ExitOK
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORKER\tAGENTS\tIN FLIGHT\tSLOTS\tUP\tVERSION")
+	fmt.Fprintln(tw, "WORKER\tAGENTS\tIN FLIGHT\tSLOTS\tUP\tVERSION\tAGENT VERSIONS")
 	for _, w := range rep.Workers {
 		up := time.Since(w.StartedAt).Round(time.Second)
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", w.ID, strings.Join(w.Agents, ","), w.InFlight, w.Concurrency, up, w.Version)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\n", w.ID, strings.Join(w.Agents, ","), w.InFlight, w.Concurrency, up, w.Version, agentVersionsText(w.Agents, w.AgentVersions))
 	}
 	_ = tw.Flush()
 	return ExitOK
+}
+
+// agentVersionsText lists each agent's version, "name=version", in the
+// order of agents ("-" when the worker announced none).
+func agentVersionsText(agents []string, versions map[string]string) string {
+	var parts []string
+	for _, a := range agents {
+		if v := versions[a]; v != "" {
+			parts = append(parts, a+"="+v)
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ",")
 }

@@ -308,6 +308,9 @@ type AgentInfo struct {
 	// always present, an empty list when none is resolved (no tools, or
 	// tool services not up yet).
 	Schemas []loop.ToolSchema `json:"schemas" msgpack:"schemas"`
+	// Version is the announcing worker's version of the agent (in fleet
+	// announcements; docs/protocol.md#agent-versions); omitted elsewhere.
+	Version string `json:"version,omitempty" msgpack:"version,omitempty"`
 }
 
 // MaxAgentInstructions caps AgentInfo.Instructions: an agents list (and
@@ -403,6 +406,10 @@ type WorkerInfo struct {
 	Version     string    `json:"version,omitempty" msgpack:"version,omitempty"`
 	StartedAt   time.Time `json:"started_at" msgpack:"started_at"`
 	SeenAt      time.Time `json:"seen_at" msgpack:"seen_at"`
+	// AgentVersions is the worker's version of each agent it serves
+	// (docs/protocol.md#agent-versions), by agent name; omitted by workers
+	// that announce none.
+	AgentVersions map[string]string `json:"agent_versions,omitempty" msgpack:"agent_versions,omitempty"`
 }
 
 // Validate checks every worker id.

@@ -17,6 +17,10 @@ type RunStarted struct {
 	// ParentRunID is the run that started this one (a subagent's
 	// parent), from its request's metadata (docs/protocol.md#run-trees).
 	ParentRunID string `json:"parent_run_id,omitempty" msgpack:"parent_run_id,omitempty"`
+	// Version is the worker's version of the agent the run starts on (its
+	// definition's digest, "+" its build id when it has one;
+	// docs/protocol.md#agent-versions); omitted by workers that give none.
+	Version string `json:"version,omitempty" msgpack:"version,omitempty"`
 }
 
 // RunResumed is published by a worker for each later claim within one
@@ -26,6 +30,19 @@ type RunResumed struct {
 	Worker   string `json:"worker" msgpack:"worker"`
 	Attempt  int    `json:"attempt" msgpack:"attempt"`
 	FromTurn int    `json:"from_turn" msgpack:"from_turn"`
+	// Version is the resuming worker's version of the agent;
+	// StartedVersion the version the run started on, and PreviousVersion
+	// that of the claim before this one. They differ when the resume
+	// crossed versions (a rolling deploy); each is omitted when unknown.
+	Version         string `json:"version,omitempty" msgpack:"version,omitempty"`
+	StartedVersion  string `json:"started_version,omitempty" msgpack:"started_version,omitempty"`
+	PreviousVersion string `json:"previous_version,omitempty" msgpack:"previous_version,omitempty"`
+}
+
+// VersionChanged reports whether the resume runs on another version than
+// the run started on (false when either is unknown).
+func (e *RunResumed) VersionChanged() bool {
+	return e.Version != "" && e.StartedVersion != "" && e.Version != e.StartedVersion
 }
 
 // Type returns EventRunResumed.

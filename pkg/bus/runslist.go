@@ -255,10 +255,12 @@ func (r *RunsListReply) Validate() error {
 // RunStep is one step of a run's history: a claim, a resume, a takeover,
 // a park, a wake, a release, a requeue, an outcome.
 type RunStep struct {
-	N       int       `json:"n" msgpack:"n"`
-	Kind    string    `json:"kind" msgpack:"kind"`
-	Attempt int       `json:"attempt" msgpack:"attempt"`
-	Worker  string    `json:"worker,omitempty" msgpack:"worker,omitempty"`
+	N       int    `json:"n" msgpack:"n"`
+	Kind    string `json:"kind" msgpack:"kind"`
+	Attempt int    `json:"attempt" msgpack:"attempt"`
+	Worker  string `json:"worker,omitempty" msgpack:"worker,omitempty"`
+	// Version is the claiming worker's agent version (claim steps).
+	Version string    `json:"version,omitempty" msgpack:"version,omitempty"`
 	At      time.Time `json:"at" msgpack:"at"`
 }
 
@@ -284,6 +286,9 @@ type RunDescription struct {
 	Children         []RunSummary `json:"children" msgpack:"children"`
 	Waiting          string       `json:"waiting,omitempty" msgpack:"waiting,omitempty"`
 	RegistryRevision uint64       `json:"registry_revision,omitempty" msgpack:"registry_revision,omitempty"`
+	// Version is the agent version the current submission started on
+	// (docs/protocol.md#agent-versions).
+	Version string `json:"version,omitempty" msgpack:"version,omitempty"`
 	// Metadata is the run request's metadata (a scheduled fire's
 	// {"schedule": name}).
 	Metadata map[string]any `json:"metadata,omitempty" msgpack:"metadata,omitempty"`

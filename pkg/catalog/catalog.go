@@ -62,6 +62,8 @@ type Agent struct {
 	Spec            Spec
 	MaxTurns        int
 	ApprovalTimeout time.Duration
+	// digest is the definition's digest as it was built (version.go).
+	digest string
 }
 
 // Info describes an agent for listings.
@@ -273,6 +275,7 @@ func Build(f File, opts Options) (*Catalog, error) {
 		return nil, errors.Join(errs...)
 	}
 	sort.Strings(c.names)
+	c.pinDigests()
 	return c, nil
 }
 

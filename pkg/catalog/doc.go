@@ -20,4 +20,12 @@
 // [Options.Compaction]) and `as_tools:` ([AsToolSpec]) ask_<agent> tools
 // that run other agents of the file. `instructions_file:` is read by
 // [ReadFile] relative to the agents file's folder.
+//
+// # Versions
+//
+// [Agent.Digest] identifies an agent's definition (instructions, model and
+// settings, tools and their schemas, handoffs, plugins, output schema,
+// limits); [VersionOf] adds a worker's build id. Workers record the
+// version a run started on and route its resumes to workers of that
+// version (docs/protocol.md#agent-versions).
 package catalog

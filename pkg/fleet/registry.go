@@ -39,6 +39,17 @@ func (m Member) Serves(agent string) bool {
 	return false
 }
 
+// ServesVersion reports whether the member serves agent at version (its
+// announcement's bus.AgentInfo.Version).
+func (m Member) ServesVersion(agent, version string) bool {
+	for _, a := range m.Agents {
+		if a.Name == agent && a.Version == version {
+			return true
+		}
+	}
+	return false
+}
+
 // DefaultInterval is how often a worker refreshes its announcement.
 const DefaultInterval = 2 * time.Second
 

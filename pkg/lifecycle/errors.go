@@ -26,6 +26,12 @@ var (
 	// the same request (a redelivery the server made while the holder
 	// lives): the claimer must check the holder first.
 	ErrHeld = errors.New("another worker holds the run")
+	// ErrOtherVersion refuses the resume of a run that started on another
+	// agent version than the claimer's, when the claimer routes resumes to
+	// their version (Claim.RouteVersions): the claimer gives it back while
+	// a live worker of that version serves the agent, and claims it with
+	// Claim.VersionAbsent once none does.
+	ErrOtherVersion = errors.New("the run started on another agent version")
 	// ErrNotHolder refuses a transition made under a claim that is no
 	// longer the run's current one: another worker claimed it since.
 	ErrNotHolder = errors.New("the claim is not the run's current one")

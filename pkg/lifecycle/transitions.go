@@ -155,6 +155,18 @@ type Claim struct {
 	// Registry is the claimer's current agents-registry revision (0 for a
 	// fixed agents file): a submission's first claim pins it.
 	Registry uint64
+	// Version is the claimer's version of the run's agent
+	// (catalog.VersionOf; "" for none): a submission's first claim
+	// records it as the version the run started on, every claim step
+	// records it as the claimer's.
+	Version string
+	// RouteVersions refuses, with ErrOtherVersion, the resume (or
+	// takeover) of a run that started on another version than Version,
+	// unless VersionAbsent names that version: the claimer found no live
+	// worker of it.
+	RouteVersions bool
+	// VersionAbsent is the version the claimer found no live worker of.
+	VersionAbsent string
 }
 
 // Claimed is what a successful claim tells the claimer.
@@ -171,6 +183,10 @@ type Claimed struct {
 	// Registry is the agents-registry revision the submission is pinned
 	// to (0: none; the claimer's own agents).
 	Registry uint64
+	// StartedVersion is the agent version the submission started on (""
+	// when unknown), and PreviousVersion the version of the claim before
+	// this one ("" when there was none, or it gave none).
+	StartedVersion, PreviousVersion string
 }
 
 // ClaimNew is the record of a run a raw publish started (no API indexed
@@ -181,8 +197,9 @@ func ClaimNew(c Claim, runID, agent, sessionID string, metadata map[string]any) 
 		Worker: c.Worker, Attempt: 1, Metadata: metadata, StartedAt: c.Now.UTC(), RequestSeq: c.Seq, Registry: c.Registry,
 		ParentRunID: bus.ParentRunID(metadata),
 	}
-	r.AddAttempt(store.StepClaim, c.Worker, c.Now)
-	return r, Claimed{Attempt: 1, Submission: 1, Registry: c.Registry}
+	r.Version = c.Version
+	r.AddClaimStep(store.StepClaim, c.Worker, c.Version, c.Now)
+	return r, Claimed{Attempt: 1, Submission: 1, Registry: c.Registry, StartedVersion: c.Version}
 }
 
 // ClaimRun makes the claiming worker the run's holder. It refuses, with
@@ -204,6 +221,9 @@ func ClaimRun(r store.RunRecord, c Claim) (store.RunRecord, Claimed, error) {
 		return r, Claimed{}, refuse("claim", r, ErrHeld)
 	}
 	kind := claimKind(r)
+	if kind != store.StepClaim && c.RouteVersions && OtherVersion(r, c.Version) && c.VersionAbsent != r.Version {
+		return r, Claimed{}, refuse("claim", r, ErrOtherVersion)
+	}
 	var out Claimed
 	if r.Parked != nil && c.Continues != 0 && c.Continues == r.Parked.Continues {
 		out.ParkedLastSeq = r.Parked.LastSeq
@@ -223,14 +243,37 @@ func ClaimRun(r store.RunRecord, c Claim) (store.RunRecord, Claimed, error) {
 	if r.Registry == 0 {
 		r.Registry = c.Registry
 	}
+	out.PreviousVersion = lastClaimVersion(r)
+	if kind == store.StepClaim {
+		// A submission's first claim: the version it starts on.
+		r.Version = c.Version
+	}
 	r.Attempt++
 	r.Status, r.Worker, r.Error, r.RequestSeq, r.Parked, r.Quiet = Running, c.Worker, nil, c.Seq, nil, false
 	if r.StartedAt.IsZero() {
 		r.StartedAt = c.Now.UTC()
 	}
-	r.AddAttempt(kind, c.Worker, c.Now)
-	out.Attempt, out.Submission, out.Registry = r.Attempt, max(r.Submissions, 1), r.Registry
+	r.AddClaimStep(kind, c.Worker, c.Version, c.Now)
+	out.Attempt, out.Submission, out.Registry, out.StartedVersion = r.Attempt, max(r.Submissions, 1), r.Registry, r.Version
 	return r, out, nil
+}
+
+// OtherVersion reports whether run r started on an agent version other
+// than version; false when either is unknown ("").
+func OtherVersion(r store.RunRecord, version string) bool {
+	return r.Version != "" && version != "" && r.Version != version
+}
+
+// lastClaimVersion is the version of r's last claim step ("" when it has
+// none in its history, or it gave none).
+func lastClaimVersion(r store.RunRecord) string {
+	for i := len(r.Attempts) - 1; i >= 0; i-- {
+		switch r.Attempts[i].Kind {
+		case store.StepClaim, store.StepResume, store.StepTakeover:
+			return r.Attempts[i].Version
+		}
+	}
+	return ""
 }
 
 // claimKind names the step of a claim of r: the takeover of a run another

@@ -154,9 +154,26 @@ func (a *API) FleetAgents(ctx context.Context) (*bus.AgentsReply, error) {
 	return out, nil
 }
 
+// agentVersions is m's version of each agent it announces (nil: none).
+func agentVersions(m fleet.Member) map[string]string {
+	var out map[string]string
+	for _, in := range m.Agents {
+		if in.Version != "" {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[in.Name] = in.Version
+		}
+	}
+	return out
+}
+
 // normalAgent gives in's lists their empty value when they have none (a
 // worker's announcement may leave them out): the reply always has them.
+// The announcing worker's version of the agent is left out: workers of
+// several versions may serve it (the workers list gives each one's).
 func normalAgent(in *bus.AgentInfo) {
+	in.Version = ""
 	if in.Tools == nil {
 		in.Tools = []string{}
 	}
@@ -199,7 +216,7 @@ func (a *API) Workers(ctx context.Context) (*bus.WorkersReply, error) {
 			}
 		}
 		out.Workers = append(out.Workers, bus.WorkerInfo{ID: m.Worker, Agents: agents, Concurrency: m.Concurrency,
-			InFlight: inFlight, Version: m.Version, StartedAt: m.StartedAt, SeenAt: m.SeenAt})
+			InFlight: inFlight, Version: m.Version, StartedAt: m.StartedAt, SeenAt: m.SeenAt, AgentVersions: agentVersions(m)})
 	}
 	return out, nil
 }

@@ -316,9 +316,9 @@ func (a *API) DescribeRun(ctx context.Context, runID string) (*bus.RunDescriptio
 	now := time.Now()
 	d := &bus.RunDescription{Usage: r.Usage, FinishReason: r.FinishReason, Submissions: max(r.Submissions, 1), Wakes: r.Wakes,
 		Attempts: make([]bus.RunStep, 0, len(r.Attempts)), AttemptsDropped: r.AttemptsDropped, Children: []bus.RunSummary{},
-		RegistryRevision: r.Registry, Metadata: r.Metadata}
+		RegistryRevision: r.Registry, Version: r.Version, Metadata: r.Metadata}
 	for _, s := range r.Attempts {
-		d.Attempts = append(d.Attempts, bus.RunStep{N: s.N, Kind: s.Kind, Attempt: s.Attempt, Worker: s.Worker, At: s.At})
+		d.Attempts = append(d.Attempts, bus.RunStep{N: s.N, Kind: s.Kind, Attempt: s.Attempt, Worker: s.Worker, Version: s.Version, At: s.At})
 	}
 	if r.Status == store.RunCompleted {
 		d.Result = storedResult(&r)

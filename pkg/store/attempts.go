@@ -40,6 +40,11 @@ type Attempt struct {
 	Attempt int `json:"attempt" msgpack:"attempt"`
 	// Worker is the worker that made the step, when one did.
 	Worker string `json:"worker,omitempty" msgpack:"worker,omitempty"`
+	// Version is the agent version of the worker that made a claim step
+	// (claim, resume, takeover), when it gives one. A resume whose
+	// version is not the record's [RunRecord.Version] ran the run on
+	// other code than it started on.
+	Version string `json:"version,omitempty" msgpack:"version,omitempty"`
 	// At is the step's time; a transition that does not know the time
 	// leaves it zero, and the write of the record stamps it.
 	At time.Time `json:"at" msgpack:"at"`
@@ -49,6 +54,17 @@ type Attempt struct {
 // MaxAttempts, at at (or the previous step's time, if later). It never writes into the backing array of the slice it was
 // given (a transition's caller keeps its record as it was).
 func (r *RunRecord) AddAttempt(kind, worker string, at time.Time) {
+	r.addStep(Attempt{Kind: kind, Worker: worker, At: at})
+}
+
+// AddClaimStep is AddAttempt for a claim step made by a worker of agent
+// version version ("" for none).
+func (r *RunRecord) AddClaimStep(kind, worker, version string, at time.Time) {
+	r.addStep(Attempt{Kind: kind, Worker: worker, Version: version, At: at})
+}
+
+func (r *RunRecord) addStep(step Attempt) {
+	at := step.At
 	n := r.AttemptsDropped + len(r.Attempts) + 1
 	keep := r.Attempts
 	if len(keep) >= MaxAttempts {
@@ -66,7 +82,8 @@ func (r *RunRecord) AddAttempt(kind, worker string, at time.Time) {
 			at = keep[len(keep)-1].At
 		}
 	}
-	r.Attempts = append(out, Attempt{N: n, Kind: kind, Attempt: r.Attempt, Worker: worker, At: at})
+	step.N, step.Attempt, step.At = n, r.Attempt, at
+	r.Attempts = append(out, step)
 }
 
 // LastStep is the kind of the record's last step ("" without history).

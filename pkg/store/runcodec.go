@@ -10,7 +10,7 @@ import (
 
 // EncodeMsgpack writes a run record as the reflective encoder does (a map
 // of its non-empty fields, in declaration order; an attempt as a map of
-// its fields, worker omitted when empty), without its per-field
+// its fields, worker and version omitted when empty), without its per-field
 // reflection: the omitempty checks box each field, about 25 allocations a
 // record, and a run writes its record three times.
 // TestRunRecordEncodingMatchesReflection holds the bytes equal. Records
@@ -36,7 +36,7 @@ func (r *RunRecord) EncodeMsgpack(enc *msgpack.Encoder) error {
 	for _, set := range [...]bool{
 		!resultEmpty, hasUsage, r.FinalAgent != "", r.FinishReason != nil, r.Submissions != 0,
 		r.RequestSeq != 0, r.Quiet, r.Requeues != 0, r.Parked != nil, r.Wakes != 0, len(r.Attempts) > 0,
-		r.AttemptsDropped != 0, r.Registry != 0, r.Error != nil, len(r.Metadata) > 0, r.InputDigest != "",
+		r.AttemptsDropped != 0, r.Registry != 0, r.Version != "", r.Error != nil, len(r.Metadata) > 0, r.InputDigest != "",
 		!r.StartedAt.IsZero(), !r.FinishedAt.IsZero(),
 	} {
 		if set {
@@ -86,11 +86,13 @@ func (r *RunRecord) EncodeMsgpack(enc *msgpack.Encoder) error {
 		w.err(enc.EncodeArrayLen(len(r.Attempts)))
 		for i := range r.Attempts {
 			a := &r.Attempts[i]
-			if a.Worker != "" {
-				w.mapLen(5)
-			} else {
-				w.mapLen(4)
+			n := 4 // n, kind, attempt, at
+			for _, s := range [...]string{a.Worker, a.Version} {
+				if s != "" {
+					n++
+				}
 			}
+			w.mapLen(n)
 			w.key("n")
 			w.err(enc.EncodeInt(int64(a.N)))
 			w.key("kind")
@@ -98,6 +100,7 @@ func (r *RunRecord) EncodeMsgpack(enc *msgpack.Encoder) error {
 			w.key("attempt")
 			w.err(enc.EncodeInt(int64(a.Attempt)))
 			w.optStr("worker", a.Worker)
+			w.optStr("version", a.Version)
 			w.time("at", a.At)
 		}
 	}
@@ -106,6 +109,7 @@ func (r *RunRecord) EncodeMsgpack(enc *msgpack.Encoder) error {
 		w.key("registry_revision")
 		w.err(enc.EncodeUint64(r.Registry))
 	}
+	w.optStr("version", r.Version)
 	if r.Error != nil {
 		w.value("error", r.Error)
 	}

@@ -26,8 +26,9 @@ func TestRunRecordEncodingMatchesReflection(t *testing.T) {
 		Usage:      &loop.Usage{InputTokens: 1, OutputTokens: 1 << 40, CacheReadTokens: -5, TotalTokens: 300},
 		FinalAgent: "b", FinishReason: &reason, Submissions: 2, RequestSeq: 1 << 63, Quiet: true, Requeues: 127,
 		Parked: &Parking{CallID: "c1", Deadline: at, Request: []byte(`{"x":1}`), ContentType: "application/json", Continues: 9, TimerRevision: 4, LastSeq: 12},
-		Wakes:  128, Attempts: []Attempt{{N: 1, Kind: StepSubmit, At: at}, {N: 2, Kind: StepClaim, Attempt: 1, Worker: "w1", At: at.Add(time.Millisecond)}},
-		AttemptsDropped: 65536, Registry: 255, Error: &loop.ErrorInfo{Type: "T", Message: "m", Hint: "h", Retryable: true},
+		Wakes:  128, Attempts: []Attempt{{N: 1, Kind: StepSubmit, At: at}, {N: 2, Kind: StepClaim, Attempt: 1, Worker: "w1", Version: "0123456789ab+b1", At: at.Add(time.Millisecond)},
+			{N: 3, Kind: StepResume, Attempt: 2, Version: "ba9876543210", At: at.Add(time.Millisecond)}},
+		AttemptsDropped: 65536, Registry: 255, Version: "0123456789ab+b1", Error: &loop.ErrorInfo{Type: "T", Message: "m", Hint: "h", Retryable: true},
 		Metadata:    map[string]any{"l": []any{"a", int64(5), 0.5, map[string]any{"n": "v"}}},
 		InputDigest: "0123456789abcdef",
 		CreatedAt:   at, UpdatedAt: at.Add(time.Second), StartedAt: at.Add(2 * time.Second), FinishedAt: at.Add(3 * time.Second),
@@ -76,10 +77,10 @@ func TestRunRecordCodecKnowsEveryField(t *testing.T) {
 	tags := msgpackTags
 	require.Equal(t, []string{"run_id", "agent", "session_id", "parent_run_id", "status", "worker", "attempt", "turns",
 		"result", "usage", "final_agent", "finish_reason", "submissions", "request_seq", "quiet", "requeues", "parked",
-		"wakes", "attempts", "attempts_dropped", "registry_revision", "error", "metadata", "input_digest", "created_at", "updated_at",
+		"wakes", "attempts", "attempts_dropped", "registry_revision", "version", "error", "metadata", "input_digest", "created_at", "updated_at",
 		"started_at", "finished_at"}, tags(RunRecord{}),
 		"RunRecord's fields changed: make its EncodeMsgpack (runcodec.go) write them, in declaration order")
-	require.Equal(t, []string{"n", "kind", "attempt", "worker", "at"}, tags(Attempt{}),
+	require.Equal(t, []string{"n", "kind", "attempt", "worker", "version", "at"}, tags(Attempt{}),
 		"Attempt's fields changed: make RunRecord's EncodeMsgpack (runcodec.go) write them, in declaration order")
 	require.Equal(t, []string{"input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "total_tokens"}, tags(loop.Usage{}),
 		"loop.Usage's fields changed: make RunRecord's EncodeMsgpack (runcodec.go) write them, in declaration order")
@@ -111,4 +112,53 @@ func msgpackTags(v any) []string {
 		out = append(out, tag)
 	}
 	return out
+}
+
+// TestRunRecordVersionIsCompatible: a record stored before agent versions
+// (no version keys) decodes with none, and one that has them decodes in a
+// worker of the version before (its record type without them) with the
+// rest intact: a rolling deploy's two kinds of workers share the index.
+func TestRunRecordVersionIsCompatible(t *testing.T) {
+	t.Parallel()
+	at := time.Unix(1700000000, 0).UTC()
+	type oldAttempt struct {
+		N       int       `msgpack:"n"`
+		Kind    string    `msgpack:"kind"`
+		Attempt int       `msgpack:"attempt"`
+		Worker  string    `msgpack:"worker,omitempty"`
+		At      time.Time `msgpack:"at"`
+	}
+	type oldRecord struct {
+		RunID    string       `msgpack:"run_id"`
+		Agent    string       `msgpack:"agent"`
+		Status   RunStatus    `msgpack:"status"`
+		Attempt  int          `msgpack:"attempt"`
+		Attempts []oldAttempt `msgpack:"attempts,omitempty"`
+		Registry uint64       `msgpack:"registry_revision,omitempty"`
+	}
+	old := oldRecord{RunID: "r1", Agent: "a", Status: RunRunning, Attempt: 1, Registry: 3,
+		Attempts: []oldAttempt{{N: 1, Kind: StepClaim, Attempt: 1, Worker: "w1", At: at}}}
+	data, err := marshal(&old)
+	require.NoError(t, err)
+	var rec RunRecord
+	require.NoError(t, unmarshal(data[1:], &rec))
+	require.Equal(t, "", rec.Version)
+	rec.Attempts[0].At = rec.Attempts[0].At.UTC()
+	require.Equal(t, []Attempt{{N: 1, Kind: StepClaim, Attempt: 1, Worker: "w1", At: at}}, rec.Attempts)
+	require.Equal(t, uint64(3), rec.Registry)
+
+	rec.Version = "0123456789ab"
+	rec.AddClaimStep(StepResume, "w2", "ba9876543210+b2", at)
+	data, err = marshal(&rec)
+	require.NoError(t, err)
+	var back oldRecord
+	require.NoError(t, unmarshal(data[1:], &back))
+	require.Equal(t, uint64(3), back.Registry)
+	require.Len(t, back.Attempts, 2)
+	back.Attempts[1].At = back.Attempts[1].At.UTC()
+	require.Equal(t, oldAttempt{N: 2, Kind: StepResume, Attempt: 1, Worker: "w2", At: at}, back.Attempts[1])
+	var again RunRecord
+	require.NoError(t, unmarshal(data[1:], &again))
+	require.Equal(t, "0123456789ab", again.Version)
+	require.Equal(t, "ba9876543210+b2", again.Attempts[1].Version)
 }

@@ -79,6 +79,13 @@ type RunRecord struct {
 	// runs (pinned at its first claim; 0 for a worker serving a fixed
 	// agents file): a resume on any worker uses the agents of it.
 	Registry uint64 `json:"registry_revision,omitempty" msgpack:"registry_revision,omitempty"`
+	// Version is the agent version the current submission started on
+	// (set by its first claim from the claiming worker's version of the
+	// agent: catalog.VersionOf; "" for a record written before versions,
+	// or by a worker that gives none). A resume on a worker of another
+	// version says so in its history step ([Attempt.Version]) and its
+	// run_resumed event.
+	Version string `json:"version,omitempty" msgpack:"version,omitempty"`
 	// Error describes why a run failed.
 	Error    *loop.ErrorInfo `json:"error,omitempty" msgpack:"error,omitempty"`
 	Metadata map[string]any  `json:"metadata,omitempty" msgpack:"metadata,omitempty"`

@@ -307,7 +307,9 @@ func (w *Worker) member() fleet.Member {
 		w.claimMu.Unlock()
 	}
 	infos = slices.DeleteFunc(infos, func(in bus.AgentInfo) bool { return !slices.Contains(served, in.Name) })
-	return fleet.Member{Worker: w.cfg.ID, Agents: infos, Concurrency: w.cfg.Concurrency, StartedAt: w.started0, Version: buildVersion()}
+	m := fleet.Member{Worker: w.cfg.ID, Agents: infos, Concurrency: w.cfg.Concurrency, StartedAt: w.started0, Version: buildVersion()}
+	w.memberVersions(&m)
+	return m
 }
 
 // inFlight counts the runs the worker executes now.

@@ -118,6 +118,23 @@ type Config struct {
 	Metrics prometheus.Registerer
 	// Clock is the time source. Default time.Now.
 	Clock func() time.Time
+	// BuildID names this worker's build (a release tag, a commit): it
+	// joins each agent's definition digest in the agent versions the
+	// worker records and announces (catalog.VersionOf), so that two
+	// builds whose code differs under the same definitions tell their runs
+	// apart. Up to 64 characters of [A-Za-z0-9._-]. Default "": versions
+	// are the digests alone.
+	BuildID string
+	// ResumeAnyVersion turns off version routing: by default a worker
+	// that claims the resume of a run started on another version of its
+	// agent gives it back while a live worker announcing that version
+	// (with a free slot) serves the agent, so a rolling deploy lets old
+	// runs finish on old code; it resumes the run itself when none does,
+	// or once the request has used most of its deliveries
+	// (docs/protocol.md#agent-versions). Runs of agents from an agents
+	// registry are not routed: a resume runs their pinned revision's
+	// definitions anyway.
+	ResumeAnyVersion bool
 	// Tracing opens the claim spans and the loop's (run, turn, model and
 	// tool calls, handoffs), continuing the trace of each run request's
 	// submit (docs/protocol.md#trace-context). Default: noop.
@@ -228,6 +245,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("worker: Config.AckWait %s must be at least 1s (or 0: the consumer's)", c.AckWait)
 	case c.Heartbeat < 0 || c.AckWait > 0 && c.Heartbeat >= c.AckWait:
 		return fmt.Errorf("worker: Config.Heartbeat %s must be positive and shorter than AckWait %s", c.Heartbeat, c.AckWait)
+	case !buildIDRE.MatchString(c.BuildID):
+		return fmt.Errorf("worker: Config.BuildID %q must be up to 64 characters of [A-Za-z0-9._-]", c.BuildID)
 	case c.ShutdownGrace < 0:
 		return fmt.Errorf("worker: Config.ShutdownGrace %s must not be negative", c.ShutdownGrace)
 	}

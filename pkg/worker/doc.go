@@ -48,6 +48,12 @@
 // its claim is fenced at its next checkpoint write and publishes nothing
 // more for that run.
 //
+// Each claim records the worker's version of the run's agent
+// (catalog.VersionOf with [Config.BuildID]): a run started on one version
+// whose resume is claimed by a worker of another is given back while a
+// live worker of its version has room, unless [Config.ResumeAnyVersion]
+// (docs/protocol.md#agent-versions).
+//
 // # Approvals
 //
 // A gated call waits for a decision stored through the API. A wait longer

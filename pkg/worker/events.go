@@ -26,7 +26,8 @@ type eventSink struct {
 	rp       *bus.RunPublisher
 	runID    string
 	agent    string
-	parent   string // the parent run id, for run_started
+	parent   string   // the parent run id, for run_started
+	versions versions // for run_started and run_resumed
 	attempt  int
 	last     *bus.Envelope // the stream's last event before this claim
 	replay   bool
@@ -164,7 +165,8 @@ func (s *eventSink) publishOne(ctx context.Context, ev loop.Event) bool {
 		}
 		if resumed {
 			s.w.m.resumes.WithLabelValues(s.agent).Inc()
-			r := &bus.RunResumed{Worker: s.w.cfg.ID, Attempt: s.attempt, FromTurn: 0}
+			r := &bus.RunResumed{Worker: s.w.cfg.ID, Attempt: s.attempt, FromTurn: 0,
+				Version: s.versions.version, StartedVersion: s.versions.started, PreviousVersion: s.versions.previous}
 			r.EventHeader = e.EventHeader
 			if s.last != nil {
 				r.FromTurn = s.last.Turn
@@ -190,7 +192,7 @@ func (s *eventSink) publishOne(ctx context.Context, ev loop.Event) bool {
 			return s.flush(ctx)
 		}
 		s.w.m.started.WithLabelValues(s.agent).Inc()
-		out = &bus.RunStarted{RunStarted: *e, Worker: s.w.cfg.ID, ParentRunID: s.parent}
+		out = &bus.RunStarted{RunStarted: *e, Worker: s.w.cfg.ID, ParentRunID: s.parent, Version: s.versions.version}
 		// Flushed alone, so that a seq another writer stored first stops
 		// the run before it publishes more — except for a run its claim
 		// found never claimed: no other writer has published it, and the

@@ -26,6 +26,8 @@ type execution struct {
 	last    *bus.StoredEvent
 	rp      *bus.RunPublisher
 	cleanup []func()
+	// versions are the agent versions the run's first event tells.
+	versions versions
 }
 
 // execute runs a valid request: claim → run → settle.
@@ -122,6 +124,7 @@ func (w *Worker) claim(ctx context.Context, d *delivery, req *bus.RunRequest, ru
 		Worker: w.cfg.ID, Seq: d.meta.Sequence.Stream, Continues: bus.HeaderUint(d.msg.Headers(), bus.HeaderContinues),
 		Now: w.cfg.Clock(), Registry: rev, Submission: int(bus.HeaderUint(d.msg.Headers(), bus.HeaderSubmission)),
 	}
+	w.versionClaim(&c, d, ag)
 	// A run no worker has ever claimed (attempt 0, queued: the API's
 	// record, or the sweep's; or no record at all for a raw publish) has
 	// no checkpoint and no events: claim it on its record, without
@@ -295,11 +298,12 @@ func (w *Worker) claimSlow(ctx context.Context, d *delivery, req *bus.RunRequest
 	var (
 		claimed lifecycle.Claimed
 		holder  lifecycle.Holder
+		started string // the version the run started on, when refused for it
 	)
 	claimFn := func(r *store.RunRecord) error {
 		next, cl, err := lifecycle.ClaimRun(*r, c)
 		if err != nil {
-			holder = lifecycle.Holder{Worker: r.Worker, Attempt: r.Attempt}
+			holder, started = lifecycle.Holder{Worker: r.Worker, Attempt: r.Attempt}, r.Version
 			return err
 		}
 		*r, claimed = next, cl
@@ -324,6 +328,13 @@ func (w *Worker) claimSlow(ctx context.Context, d *delivery, req *bus.RunRequest
 			return nil, lifecycle.Verdict{Settle: lifecycle.Nak, Delay: w.cfg.ReconnectGrace}
 		}
 		c.Gone = &holder
+		_, err = w.st.Runs().Modify(ctx, runID, claimFn)
+	}
+	if errors.Is(err, lifecycle.ErrOtherVersion) {
+		if v, back := w.giveBack(ctx, d, ag.Name, started, c.Version, holder.Worker); back {
+			return nil, v
+		}
+		c.VersionAbsent = started
 		_, err = w.st.Runs().Modify(ctx, runID, claimFn)
 	}
 	if errors.Is(err, store.ErrRunNotFound) {
@@ -375,7 +386,8 @@ func (w *Worker) claimed(ctx context.Context, d *delivery, req *bus.RunRequest, 
 		w.m.queueWait.WithLabelValues(ag.Name).Observe(time.Since(d.meta.Timestamp).Seconds())
 	}
 	x := &execution{d: d, req: req, runID: runID, enc: enc, ag: ag, ar: ar, plan: plan, last: last,
-		holder: lifecycle.Holder{Worker: w.cfg.ID, Attempt: claimed.Attempt}}
+		holder:   lifecycle.Holder{Worker: w.cfg.ID, Attempt: claimed.Attempt},
+		versions: versions{version: w.versionOf(ag), started: claimed.StartedVersion, previous: claimed.PreviousVersion}}
 	if err := w.pinned(ctx, x, claimed.Registry); err != nil {
 		// The definitions the run started with cannot be read now (a
 		// store outage): running the current ones would mix versions.
@@ -445,7 +457,7 @@ func (w *Worker) run(ctx, runCtx context.Context, x *execution) (wakeAfter bool)
 		lastEnv = x.last.Envelope
 	}
 	sink := &eventSink{w: w, d: d, rp: x.rp, runID: x.runID, agent: x.ag.Name, attempt: x.holder.Attempt, last: lastEnv, replay: x.plan.Replay, coalesce: w.cfg.CoalesceDeltas,
-		parent: bus.ParentRunID(x.req.Metadata), pubCtx: context.WithoutCancel(ctx)}
+		parent: bus.ParentRunID(x.req.Metadata), pubCtx: context.WithoutCancel(ctx), versions: x.versions}
 	opts, err := w.runOptions(x.req, x.runID, x.ag, x.ar, sink, d.fresh, d.unclaimed, quiet)
 	if err != nil {
 		w.finishPoison(ctx, d, x.rp, x.runID, x.ag.Name, err)
