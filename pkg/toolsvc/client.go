@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	"go.opentelemetry.io/otel/attribute"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/loop"
+	"github.com/lovia-fleet/lovia/pkg/loop/jsonschema"
 	"github.com/lovia-fleet/lovia/pkg/telemetry"
 )
 
@@ -143,11 +143,9 @@ func Tool(cfg CallerConfig, info ToolInfo) (*loop.Tool, error) {
 	if len(params) == 0 {
 		params = json.RawMessage(`{"type":"object","properties":{}}`)
 	}
-	var schema jsonschema.Schema
-	if err := json.Unmarshal(params, &schema); err != nil {
-		return nil, fmt.Errorf("toolsvc: %s: schema: %w", info.Name, err)
-	}
-	resolved, err := schema.Resolve(nil)
+	// The same validator, and so the same messages, as Go tools: keywords
+	// it does not check are left to the service (jsonschema.Parse).
+	resolved, err := jsonschema.Parse(params)
 	if err != nil {
 		return nil, fmt.Errorf("toolsvc: %s: schema: %w", info.Name, err)
 	}
@@ -158,7 +156,7 @@ func Tool(cfg CallerConfig, info ToolInfo) (*loop.Tool, error) {
 type caller struct {
 	cfg    CallerConfig
 	info   ToolInfo
-	schema *jsonschema.Resolved
+	schema *jsonschema.Schema
 }
 
 func (c *caller) call(ctx context.Context, rc *loop.RunContext, args json.RawMessage) (any, error) {

@@ -83,6 +83,10 @@ type node struct {
 	ref      *node
 	enum     *enumSet
 
+	allOf, anyOf, oneOf []*node
+	not                 *node
+	prefix              []*node // prefixItems
+
 	bounds []bound
 
 	minLen, maxLen       int // -1 when unset
@@ -155,13 +159,27 @@ func (c *compiler) compile(s *Schema, path string) (*node, error) {
 	if !ok {
 		return nil, c.fail(path, "unknown type "+strconv.Quote(s.Type), nil)
 	}
+	names := []string{s.Type}
+	if len(s.Types) > 0 {
+		if s.Type != "" {
+			return nil, c.fail(path, "both Type and Types are set", nil)
+		}
+		types, names = 0, s.Types
+		for _, name := range s.Types {
+			t, ok := typeSetOf(name)
+			if !ok || name == "" {
+				return nil, c.fail(path, "unknown type "+strconv.Quote(name), nil)
+			}
+			types |= t
+		}
+	}
 	if s.Nullable {
 		types |= tNull
 	}
 	n.types, n.nullable = types, s.Nullable
-	if s.Type != "" {
-		n.expect = "expected " + s.Type
-		if s.Nullable && s.Type != TypeNull {
+	if names[0] != "" {
+		n.expect = "expected " + strings.Join(names, " or ")
+		if s.Nullable && !slices.Contains(names, TypeNull) {
 			n.expect += " or null"
 		}
 	}
@@ -180,6 +198,28 @@ func (c *compiler) compile(s *Schema, path string) (*node, error) {
 			return nil, c.fail(path, "enum", err)
 		}
 		n.enum = e
+	}
+	var err error
+	for _, l := range [...]struct {
+		dst  *[]*node
+		src  []*Schema
+		name string
+	}{{&n.allOf, s.AllOf, "allOf"}, {&n.anyOf, s.AnyOf, "anyOf"}, {&n.oneOf, s.OneOf, "oneOf"}, {&n.prefix, s.PrefixItems, "prefixItems"}} {
+		if l.src != nil && len(l.src) == 0 && l.name != "prefixItems" {
+			return nil, c.fail(path, l.name+" is an empty list", nil)
+		}
+		for i, sub := range l.src {
+			sn, err := c.compile(orEmpty(sub), path+"/"+l.name+"/"+strconv.Itoa(i))
+			if err != nil {
+				return nil, err
+			}
+			*l.dst = append(*l.dst, sn)
+		}
+	}
+	if s.Not != nil {
+		if n.not, err = c.compile(s.Not, path+"/not"); err != nil {
+			return nil, err
+		}
 	}
 	if err := c.numbers(n, s, path); err != nil {
 		return nil, err
@@ -200,28 +240,62 @@ func (c *compiler) resolve(ref, path string) (*Schema, error) {
 	if ref == "#" {
 		return c.root, nil
 	}
-	name, ok := strings.CutPrefix(ref, "#/$defs/")
-	if !ok {
-		return nil, c.fail(path, "unsupported $ref "+strconv.Quote(ref)+` (only "#" and "#/$defs/name")`, nil)
+	if name, ok := strings.CutPrefix(ref, "#/$defs/"); ok {
+		name = strings.NewReplacer("~1", "/", "~0", "~").Replace(name)
+		if d, ok := c.root.Defs[name]; ok && d != nil {
+			return d, nil
+		}
 	}
-	name = strings.NewReplacer("~1", "/", "~0", "~").Replace(name)
-	d, ok := c.root.Defs[name]
-	if !ok || d == nil {
-		return nil, c.fail(path, "$ref "+strconv.Quote(ref)+" names no entry of the root's $defs", nil)
+	if d, ok := c.root.resolvePointer(ref); ok {
+		return d, nil
 	}
-	return d, nil
+	if !strings.HasPrefix(ref, "#") {
+		return nil, c.fail(path, "unsupported $ref "+strconv.Quote(ref)+": only references inside the document (starting with #) are resolved", nil)
+	}
+	return nil, c.fail(path, "$ref "+strconv.Quote(ref)+" names no entry of the root's $defs nor anything else in the document", nil)
 }
 
-// checkRefCycles rejects a $ref chain that leads back to itself without
-// descending into a value (validation would never end).
+// checkRefCycles rejects a cycle of $ref (through allOf, anyOf, oneOf and
+// not too) that leads back to itself without descending into a value:
+// validation would never end.
 func (c *compiler) checkRefCycles() error {
-	for s, n := range c.nodes {
-		cur := n
-		for i := 0; cur.ref != nil; i++ {
-			if i > len(c.nodes) {
-				return c.fail(s.Ref, "$ref cycle that never reaches a schema", nil)
+	const (
+		unseen = iota
+		active
+		done
+	)
+	mark := make(map[*node]int, len(c.nodes))
+	var visit func(n *node) bool
+	visit = func(n *node) bool {
+		switch mark[n] {
+		case active:
+			return false
+		case done:
+			return true
+		}
+		mark[n] = active
+		next := slices.Concat(n.allOf, n.anyOf, n.oneOf)
+		if n.ref != nil {
+			next = append(next, n.ref)
+		}
+		if n.not != nil {
+			next = append(next, n.not)
+		}
+		for _, m := range next {
+			if !visit(m) {
+				return false
 			}
-			cur = cur.ref
+		}
+		mark[n] = done
+		return true
+	}
+	for s, n := range c.nodes {
+		if !visit(n) {
+			at := s.Ref
+			if at == "" {
+				at = "#"
+			}
+			return c.fail(at, "$ref cycle that never reaches a schema", nil)
 		}
 	}
 	return nil
@@ -412,6 +486,9 @@ func newEnumSet(values []any) (*enumSet, error) {
 		}
 	}
 	e.msg = string(msg)
+	if len(values) == 0 {
+		e.msg = "admits no value (the enum is empty)"
+	}
 	return e, nil
 }
 

@@ -45,3 +45,27 @@ func ExampleSchema_Strict() {
 	// <nil>
 	// extra: unknown field; lang: is required
 }
+
+// An MCP server's tool schema, parsed: the arguments are checked, and the
+// model told what is wrong, as for a Go tool.
+func ExampleParse() {
+	schema, err := jsonschema.Parse([]byte(`{
+		"$schema": "http://json-schema.org/draft-07/schema#",
+		"type": "object",
+		"properties": {
+			"path": {"type": "string"},
+			"depth": {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "null"}]},
+			"mode": {"type": "string", "enum": ["list", "tree"]}
+		},
+		"required": ["path"],
+		"additionalProperties": false
+	}`))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(schema.ValidateJSON([]byte(`{"depth": 0, "mode": "flat", "recursive": true}`)))
+	fmt.Println(schema.ValidateJSON([]byte(`{"path": "/tmp", "depth": null}`)))
+	// Output:
+	// depth: must be >= 1; mode: must be one of "list", "tree"; path: is required; recursive: unknown field
+	// <nil>
+}

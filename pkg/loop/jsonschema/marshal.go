@@ -42,7 +42,20 @@ func appendSchema(b []byte, s *Schema) ([]byte, error) {
 		w.key("$ref")
 		w.b = appendString(w.b, s.Ref)
 	}
-	if s.Type != "" {
+	if len(s.Types) > 0 {
+		w.key("type")
+		w.b = append(w.b, '[')
+		for i, t := range s.Types {
+			if i > 0 {
+				w.b = append(w.b, ',')
+			}
+			w.b = appendString(w.b, t)
+		}
+		if s.Nullable && !slices.Contains(s.Types, TypeNull) {
+			w.b = append(w.b, `,"null"`...)
+		}
+		w.b = append(w.b, ']')
+	} else if s.Type != "" {
 		w.key("type")
 		if s.Nullable && s.Type != TypeNull {
 			w.b = append(w.b, '[')
@@ -104,6 +117,9 @@ func appendSchema(b []byte, s *Schema) ([]byte, error) {
 			}
 		}
 	}
+	if err := w.list("prefixItems", s.PrefixItems); err != nil {
+		return nil, err
+	}
 	if s.Items != nil {
 		w.key("items")
 		if w.b, err = appendSchema(w.b, s.Items); err != nil {
@@ -151,6 +167,20 @@ func appendSchema(b []byte, s *Schema) ([]byte, error) {
 		w.key("additionalProperties")
 		w.b = append(w.b, "true"...)
 	}
+	for _, l := range [...]struct {
+		key string
+		ss  []*Schema
+	}{{"allOf", s.AllOf}, {"anyOf", s.AnyOf}, {"oneOf", s.OneOf}} {
+		if err := w.list(l.key, l.ss); err != nil {
+			return nil, err
+		}
+	}
+	if s.Not != nil {
+		w.key("not")
+		if w.b, err = appendSchema(w.b, s.Not); err != nil {
+			return nil, err
+		}
+	}
 	if len(s.Defs) > 0 {
 		w.key("$defs")
 		w.b = append(w.b, '{')
@@ -195,6 +225,26 @@ func (w *objWriter) key(k string) {
 	w.b = append(w.b, '"')
 	w.b = append(w.b, k...)
 	w.b = append(w.b, '"', ':')
+}
+
+// list appends a list of schemas, if there is one.
+func (w *objWriter) list(k string, ss []*Schema) error {
+	if ss == nil {
+		return nil
+	}
+	w.key(k)
+	w.b = append(w.b, '[')
+	for i, s := range ss {
+		if i > 0 {
+			w.b = append(w.b, ',')
+		}
+		var err error
+		if w.b, err = appendSchema(w.b, orEmpty(s)); err != nil {
+			return err
+		}
+	}
+	w.b = append(w.b, ']')
+	return nil
 }
 
 func (w *objWriter) str(k, v string) {

@@ -17,10 +17,12 @@ const (
 )
 
 // Schema is a JSON Schema: the subset a Go type can describe, which is what
-// model providers accept for tool parameters. The zero value accepts any
+// model providers accept for tool parameters, plus the combinators and type
+// lists [Parse] reads from schemas others write. The zero value accepts any
 // JSON value.
 //
-// A Schema is derived with [For] or [Reflect], or built by hand. It must
+// A Schema is derived with [For] or [Reflect], parsed with [Parse], or
+// built by hand. It must
 // not be modified after its first use ([Schema.Validate], [Schema.JSON],
 // [Schema.MarshalJSON]): the first use compiles it and caches the result.
 // [Schema.Clone] and [Schema.Strict] return copies that may be modified.
@@ -35,6 +37,10 @@ type Schema struct {
 	Ref string
 	// Type is one of the Type constants, or "" for any type.
 	Type string
+	// Types lists several admitted types (without "null": see Nullable);
+	// when set, Type is "". Derived schemas never set it; [Parse] does for
+	// a type list such as ["string","number"].
+	Types []string
 	// Nullable also admits null. It marshals as a type list such as
 	// ["integer","null"] (or anyOf with {"type":"null"} next to a Ref).
 	Nullable bool
@@ -58,7 +64,10 @@ type Schema struct {
 	// Minimum, Maximum, ExclusiveMinimum and ExclusiveMaximum bound a number.
 	Minimum, Maximum                   *float64
 	ExclusiveMinimum, ExclusiveMaximum *float64
-	// Items is the schema of every element of an array.
+	// PrefixItems are the schemas of an array's first elements, in order;
+	// Items then applies to the elements after them.
+	PrefixItems []*Schema
+	// Items is the schema of every element of an array (after PrefixItems).
 	Items *Schema
 	// MinItems and MaxItems bound an array's length.
 	MinItems, MaxItems *int
@@ -78,10 +87,20 @@ type Schema struct {
 	// Defs holds named schemas referenced as "#/$defs/Name" (derivation
 	// puts recursive types here). Only the root's Defs are used.
 	Defs map[string]*Schema
+	// AllOf, AnyOf and OneOf admit a value that matches all, at least one,
+	// or exactly one of their schemas; Not admits one that does not match
+	// its schema. Derived schemas never set them; [Parse] does.
+	AllOf, AnyOf, OneOf []*Schema
+	Not                 *Schema
+	// Unchecked lists, at the root, the assertion keywords [Parse] found
+	// in the document and does not check (multipleOf, uniqueItems...),
+	// sorted. Empty for derived schemas.
+	Unchecked []string
 
-	once sync.Once
-	prep *prepared
-	re   *regexp.Regexp // compiled Pattern, set by derivation
+	once     sync.Once
+	pointers map[string]*Schema // a parsed document's subschemas by JSON pointer
+	prep     *prepared
+	re       *regexp.Regexp // compiled Pattern, set by derivation
 }
 
 // Property is a named entry of [Schema.Properties].
@@ -119,6 +138,7 @@ func (s *Schema) Clone() *Schema {
 	c := &Schema{
 		Ref:                  s.Ref,
 		Type:                 s.Type,
+		Types:                cloneSlice(s.Types),
 		Nullable:             s.Nullable,
 		Description:          s.Description,
 		Enum:                 cloneSlice(s.Enum),
@@ -132,12 +152,19 @@ func (s *Schema) Clone() *Schema {
 		Maximum:              clonePtr(s.Maximum),
 		ExclusiveMinimum:     clonePtr(s.ExclusiveMinimum),
 		ExclusiveMaximum:     clonePtr(s.ExclusiveMaximum),
+		PrefixItems:          cloneSchemas(s.PrefixItems),
 		Items:                s.Items.Clone(),
 		MinItems:             clonePtr(s.MinItems),
 		MaxItems:             clonePtr(s.MaxItems),
 		Required:             cloneSlice(s.Required),
 		AdditionalProperties: clonePtr(s.AdditionalProperties),
 		Values:               s.Values.Clone(),
+		AllOf:                cloneSchemas(s.AllOf),
+		AnyOf:                cloneSchemas(s.AnyOf),
+		OneOf:                cloneSchemas(s.OneOf),
+		Not:                  s.Not.Clone(),
+		Unchecked:            cloneSlice(s.Unchecked),
+		pointers:             s.pointers, // JSON pointer $refs still resolve into the original
 		re:                   s.re,
 	}
 	if s.Properties != nil {
@@ -153,6 +180,17 @@ func (s *Schema) Clone() *Schema {
 		}
 	}
 	return c
+}
+
+func cloneSchemas(ss []*Schema) []*Schema {
+	if ss == nil {
+		return nil
+	}
+	out := make([]*Schema, len(ss))
+	for i, s := range ss {
+		out[i] = s.Clone()
+	}
+	return out
 }
 
 func clonePtr[T any](p *T) *T {

@@ -32,6 +32,12 @@ func strictify(s *Schema) {
 	}
 	strictify(s.Items)
 	strictify(s.Values)
+	strictify(s.Not)
+	for _, l := range [][]*Schema{s.PrefixItems, s.AllOf, s.AnyOf, s.OneOf} {
+		for _, sub := range l {
+			strictify(sub)
+		}
+	}
 	for _, p := range s.Properties {
 		strictify(p.Schema)
 	}

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -61,6 +62,9 @@ func (st *state) check(n *node, v any, p seg) {
 	}
 	if n.ref != nil {
 		st.check(n.ref, v, p)
+	}
+	if n.allOf != nil || n.anyOf != nil || n.oneOf != nil || n.not != nil {
+		st.combinators(n, v, p)
 	}
 	switch x := v.(type) {
 	case nil:
@@ -165,9 +169,14 @@ func (st *state) array(n *node, a []any, p seg) {
 	if n.maxItems >= 0 && len(a) > n.maxItems {
 		st.add(p, n.maxItemsMsg)
 	}
+	for i, pn := range n.prefix {
+		if i < len(a) {
+			st.check(pn, a[i], seg{parent: &p, index: i})
+		}
+	}
 	if n.items != nil {
-		for i, e := range a {
-			st.check(n.items, e, seg{parent: &p, index: i})
+		for i := len(n.prefix); i < len(a); i++ {
+			st.check(n.items, a[i], seg{parent: &p, index: i})
 		}
 	}
 }
@@ -217,4 +226,149 @@ func (e *enumSet) hasOther(v any) bool {
 		}
 	}
 	return false
+}
+
+// combinators checks allOf, anyOf, oneOf and not. A value that matches no
+// branch of anyOf or oneOf gets the issues of the branch it comes closest
+// to: the only one its type fits, or the one with the fewest issues; if
+// its type fits none, one "expected ..., got ..." for all of them.
+func (st *state) combinators(n *node, v any, p seg) {
+	for _, sub := range n.allOf {
+		st.check(sub, v, p)
+	}
+	if n.anyOf != nil {
+		st.alternatives(n.anyOf, v, p, false)
+	}
+	if n.oneOf != nil {
+		st.alternatives(n.oneOf, v, p, true)
+	}
+	if n.not != nil {
+		var sub state
+		sub.check(n.not, v, p)
+		if len(sub.issues) == 0 {
+			st.add(p, "must not match the schema under not")
+		}
+	}
+}
+
+func (st *state) alternatives(branches []*node, v any, p seg, exactlyOne bool) {
+	kind := kindOf(v)
+	var best []Issue
+	matched, fits := 0, 0
+	for _, b := range branches {
+		var sub state
+		sub.check(b, v, p)
+		if len(sub.issues) == 0 {
+			matched++
+			if !exactlyOne {
+				return
+			}
+			continue
+		}
+		if b.admitsKind(kind) {
+			if fits == 0 || len(sub.issues) < len(best) {
+				best = sub.issues
+			}
+			fits++
+		}
+	}
+	switch {
+	case matched == 1:
+		return
+	case matched > 1:
+		st.add(p, "must match exactly one of the "+strconv.Itoa(len(branches))+" schemas of oneOf, matches "+strconv.Itoa(matched))
+	case fits == 0:
+		var names []string
+		for _, b := range branches {
+			for _, name := range b.typeNames() {
+				if !slices.Contains(names, name) {
+					names = append(names, name)
+				}
+			}
+		}
+		st.add(p, "expected "+strings.Join(names, " or ")+", got "+kindName(kind))
+	default:
+		st.issues = append(st.issues, best...)
+	}
+}
+
+// kindOf returns the JSON type of a decoded value (tInt for an integral
+// number), or 0 for a Go value that is not one.
+func kindOf(v any) typeSet {
+	switch x := v.(type) {
+	case nil:
+		return tNull
+	case bool:
+		return tBool
+	case float64:
+		if x == math.Trunc(x) {
+			return tInt
+		}
+		return tNum
+	case json.Number:
+		if f, err := strconv.ParseFloat(string(x), 64); err == nil && f == math.Trunc(f) {
+			return tInt
+		}
+		return tNum
+	case string:
+		return tStr
+	case []any:
+		return tArr
+	case map[string]any:
+		return tObj
+	}
+	return 0
+}
+
+func kindName(k typeSet) string {
+	switch k {
+	case tNull:
+		return "null"
+	case tBool:
+		return "boolean"
+	case tInt, tNum:
+		return "number"
+	case tStr:
+		return "string"
+	case tArr:
+		return "array"
+	case tObj:
+		return "object"
+	}
+	return "a Go value that is not decoded JSON"
+}
+
+// admitsKind reports whether n's type (and that of what it refers to)
+// admits values of kind k.
+func (n *node) admitsKind(k typeSet) bool {
+	for i := 0; n != nil && i < 64; i++ {
+		if n.types&k == 0 && !(k == tNull && n.nullable) {
+			return false
+		}
+		n = n.ref
+	}
+	return true
+}
+
+// typeNames lists the types n admits, for a message.
+func (n *node) typeNames() []string {
+	var out []string
+	for _, t := range [...]struct {
+		set  typeSet
+		name string
+	}{{tObj, TypeObject}, {tArr, TypeArray}, {tStr, TypeString}, {tInt | tNum, TypeNumber}, {tInt, TypeInteger}, {tBool, TypeBoolean}, {tNull, TypeNull}} {
+		if n.types&t.set == t.set {
+			out = append(out, t.name)
+			if t.set == tInt|tNum {
+				continue
+			}
+		}
+	}
+	if slices.Contains(out, TypeNumber) {
+		out = slices.DeleteFunc(out, func(s string) bool { return s == TypeInteger })
+	}
+	if n.types == tAny {
+		return []string{"any value"}
+	}
+	return out
 }

@@ -9,13 +9,13 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lovia-fleet/lovia/pkg/loop"
+	"github.com/lovia-fleet/lovia/pkg/loop/jsonschema"
 	"github.com/lovia-fleet/lovia/pkg/telemetry"
 )
 
@@ -43,11 +43,9 @@ func (c *conn) tool(t *sdk.Tool) (*loop.Tool, error) {
 	if err != nil || string(params) == "null" {
 		params = json.RawMessage(`{"type":"object","properties":{}}`)
 	}
-	var schema jsonschema.Schema
-	if err := json.Unmarshal(params, &schema); err != nil {
-		return nil, fmt.Errorf("input schema: %w", err)
-	}
-	resolved, err := schema.Resolve(nil)
+	// The same validator, and so the same messages, as Go tools: keywords
+	// it does not check are left to the server (jsonschema.Parse).
+	resolved, err := jsonschema.Parse(params)
 	if err != nil {
 		return nil, fmt.Errorf("input schema: %w", err)
 	}
@@ -74,16 +72,21 @@ func (c *conn) tool(t *sdk.Tool) (*loop.Tool, error) {
 
 // call validates the arguments against the server's schema, calls the tool
 // on the current session and renders the result.
-func (c *conn) call(ctx context.Context, name, remote string, schema *jsonschema.Resolved, args json.RawMessage) (any, error) {
+func (c *conn) call(ctx context.Context, name, remote string, schema *jsonschema.Schema, args json.RawMessage) (any, error) {
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
-	var in map[string]any
-	if err := json.Unmarshal(args, &in); err != nil || in == nil {
-		return nil, &loop.InvalidToolArguments{Tool: name, Message: fmt.Sprintf("Invalid arguments for tool '%s': the arguments must be a JSON object", name)}
-	}
-	if err := schema.Validate(in); err != nil {
+	var raw any
+	if err := json.Unmarshal(args, &raw); err != nil {
 		return nil, &loop.InvalidToolArguments{Tool: name, Message: fmt.Sprintf("Invalid arguments for tool '%s': %v", name, err)}
+	}
+	if err := schema.Validate(raw); err != nil {
+		return nil, &loop.InvalidToolArguments{Tool: name, Message: fmt.Sprintf("Invalid arguments for tool '%s': %v", name, err)}
+	}
+	in, ok := raw.(map[string]any)
+	if !ok {
+		// A schema that does not say "type": "object": MCP arguments are one.
+		return nil, &loop.InvalidToolArguments{Tool: name, Message: fmt.Sprintf("Invalid arguments for tool '%s': expected object, got %s", name, jsonKind(raw))}
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -206,4 +209,21 @@ func parts(content []sdk.Content) []loop.Part {
 		}
 	}
 	return out
+}
+
+// jsonKind names the JSON type of a decoded value, as validation messages do.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case float64:
+		return "number"
+	case string:
+		return "string"
+	case []any:
+		return "array"
+	}
+	return "object"
 }
