@@ -20,7 +20,7 @@ import (
 // for those markers and removes what else the run left: its checkpoint
 // segments, mailbox keys (queued, spent, and the delete markers drains
 // leave), approval decisions and waits, cancel request, park timer and
-// chunks — and then the marker itself. Live runs carry no TTL, so nothing
+// chunks. Live runs carry no TTL, so nothing
 // of a queued, running or parked run expires.
 
 // DefaultExpiryMarkerTTL is how long the run index bucket keeps the marker
@@ -29,12 +29,14 @@ import (
 // other keys stay until removed by hand.
 const DefaultExpiryMarkerTTL = bus.DefaultRunMarkerTTL
 
-// Reap removes the keys of a run whose record is gone (expired), up to
-// the record key's revision rev (the expiry marker's; 0: none to remove).
-// A run whose record exists again — its id was submitted anew after the
+// Reap removes the keys of a run whose record is gone (expired). The
+// expiry marker stays until its own TTL removes it: every watcher of the
+// bucket (the run indexes) must see it, and a consumer that is behind
+// would miss a marker purged before it got there. A run whose record
+// exists again — its id was submitted anew after the
 // expiry — is left alone. Reaping a run twice, or one that left nothing,
 // is not an error.
-func (s *Store) Reap(ctx context.Context, runID string, rev uint64) error {
+func (s *Store) Reap(ctx context.Context, runID string) error {
 	const op = "reap"
 	if err := checkID(op, "run id", runID); err != nil {
 		return err
@@ -61,15 +63,7 @@ func (s *Store) Reap(ctx context.Context, runID string, rev uint64) error {
 			return wrapErr(op, runID, err)
 		}
 	}
-	if rev == 0 {
-		return nil
-	}
-	// The marker, and nothing stored after it (a record of the id
-	// submitted again since the read above).
-	err := rb.withRetry(ctx, "purge marker", func(ctx context.Context, _ int) error {
-		return rb.stream.Purge(ctx, jetstream.WithPurgeSubject(rb.subject(runKey(runID))), jetstream.WithPurgeSequence(rev+1))
-	})
-	return wrapErr(op, runID, err)
+	return nil
 }
 
 // ReaperConfig configures a Reaper.
@@ -86,8 +80,8 @@ type ReaperConfig struct {
 // Reaper removes the keys of ended runs whose record expired (see
 // [Store.Reap]): it watches the run index bucket's record keys (headers
 // only) for the server's expiry markers, those placed while no reaper ran
-// included (while the bucket keeps them), and reaps each run once per
-// marker. Any number of reapers may run at once: reaping is idempotent.
+// included (while the bucket keeps them: a restart reaps them again,
+// which finds nothing left), and reaps each run once per marker seen. Any number of reapers may run at once: reaping is idempotent.
 type Reaper struct {
 	cfg ReaperConfig
 
@@ -181,7 +175,7 @@ func (r *Reaper) watch(ctx context.Context) error {
 				continue
 			}
 			rctx, cancel := context.WithTimeout(ctx, 4*b.timeout)
-			err := r.cfg.Store.Reap(rctx, run, e.Revision())
+			err := r.cfg.Store.Reap(rctx, run)
 			cancel()
 			if err != nil {
 				if ctx.Err() != nil {
