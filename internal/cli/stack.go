@@ -39,6 +39,7 @@ type workerFlags struct {
 	coalesce    time.Duration
 	parkAfter   time.Duration
 	outage      time.Duration
+	retention   time.Duration
 	logLevel    string
 	logFormat   string
 	// listOnly builds agents for listing (the gateway): no MCP server
@@ -66,6 +67,7 @@ func addWorkerFlags(fs *flag.FlagSet) *workerFlags {
 	fs.DurationVar(&f.outage, "outage-budget", store.DefaultOutageBudget, "how long a store call or an event publish retries a broker outage (a leader election, a lost quorum, a restart) before the run is released for later instead; negative: no retries")
 	fs.BoolVar(&f.registry, "registry", false, "serve the agents registry (lovia agents apply FILE) and follow its changes; with --agents, the file seeds the registry first")
 	fs.StringVar(&f.serve, "serve", "", "with --registry: serve only the agents matching these comma-separated globs (e.g. 'support,billing-*')")
+	fs.DurationVar(&f.retention, "retention", store.DefaultRetention, "keep an ended run's record, checkpoint and mailbox this long after its last change, then expire them (0 or negative: keep for ever; live and parked runs never expire)")
 	fs.DurationVar(&f.parkAfter, "park-after", worker.DefaultParkAfter, "an approval wait longer than this parks the run off the worker until a decision, a cancel or its deadline (negative: never park)")
 	fs.StringVar(&f.buildID, "build-id", "", "this build's id (a release tag, a commit), part of the agent versions runs record (default $LOVIA_BUILD_ID)")
 	fs.BoolVar(&f.anyVersion, "resume-any-version", false, "resume runs started on another agent version at once, instead of giving them back while a worker of that version is live")
@@ -301,9 +303,12 @@ func compactionPolicies(ctx context.Context, js jetstream.JetStream, names bus.N
 // startWorkerProcess provisions, opens stores, starts the API service and
 // one worker.
 func startWorkerProcess(ctx context.Context, nc *nats.Conn, prefix, id string, wf *workerFlags, deps *fleetDeps, reg prometheus.Registerer, log *slog.Logger) (*worker.Worker, *service.Service, error) {
+	if err := checkRetention(wf.retention); err != nil {
+		return nil, nil, err
+	}
 	pc := bus.ProvisionConfig{Prefix: prefix, Replicas: wf.replicas}
 	pc.Workers.AckWait, pc.Workers.MaxAckPending = wf.ackWait, wf.maxPending
-	sc := store.Config{OutageBudget: wf.outage, Logger: log}
+	sc := store.Config{OutageBudget: wf.outage, Retention: storeRetention(wf.retention), Logger: log}
 	js, st, err := openFleet(ctx, nc, pc, sc)
 	if err != nil {
 		return nil, nil, err
@@ -332,7 +337,7 @@ func startWorkerProcess(ctx context.Context, nc *nats.Conn, prefix, id string, w
 		Conn: nc, Catalog: deps.catalog, Agents: agents, Prefix: prefix, ID: id, Concurrency: wf.concurrency, AckWait: wf.ackWait, CoalesceDeltas: wf.coalesce, ParkAfter: wf.parkAfter,
 		BuildID: wf.buildID, ResumeAnyVersion: wf.anyVersion,
 		Provision: pc, SkipProvision: true, Registry: deps.registry, ContextPolicy: policy, Logger: log, Metrics: reg,
-		Store: store.Config{OutageBudget: wf.outage, Logger: log}, Tracing: deps.tracing,
+		Store: sc, Tracing: deps.tracing,
 	})
 	if err != nil {
 		_ = svc.Stop(ctx)

@@ -98,7 +98,10 @@ type BucketConfig struct {
 	// (never).
 	TTL time.Duration
 	// LimitMarkerTTL turns on per-key TTLs and delete markers when
-	// positive (required for KeyTTL and PurgeTTL). Default 0 (off).
+	// positive (required for KeyTTL and PurgeTTL). Default 0 (off), but
+	// DefaultRunMarkerTTL for RunIndex: an ended run's record is written
+	// with a per-message TTL (the retention age), and the marker its
+	// expiry leaves tells the reapers to remove the run's other keys.
 	LimitMarkerTTL time.Duration
 	// MaxConsumers caps watchers on the bucket. Default 10000.
 	MaxConsumers int
@@ -137,6 +140,9 @@ const (
 	DefaultWorkersMaxDeliver = 10
 	DefaultWorkersAckPending = 10000
 	DefaultWorkersMaxWaiting = 512
+	// DefaultRunMarkerTTL is how long the run index bucket keeps the
+	// marker of an expired run record.
+	DefaultRunMarkerTTL = 24 * time.Hour
 )
 
 // WithDefaults returns c with every zero field set to its default.
@@ -154,6 +160,7 @@ func (c ProvisionConfig) WithDefaults() ProvisionConfig {
 	c.Events.MaxMsgSize = orInt(c.Events.MaxMsgSize, -1)
 	c.Events.Duplicates = orDuration(c.Events.Duplicates, DefaultEventsDuplicates)
 	c.Events.MaxConsumers = orInt(c.Events.MaxConsumers, DefaultMaxConsumers)
+	c.RunIndex.LimitMarkerTTL = orDuration(c.RunIndex.LimitMarkerTTL, DefaultRunMarkerTTL)
 	for _, b := range []*BucketConfig{&c.Sessions, &c.Checkpoints, &c.Mailbox, &c.RunIndex} {
 		*b = b.withDefaults()
 	}

@@ -112,6 +112,39 @@ func TestProvision(t *testing.T) {
 		require.Equal(t, int64(5), st.History())
 	})
 
+	t.Run("an earlier release's run index bucket gets per-message TTLs", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := ctxT(t)
+		// The run index bucket as earlier releases provisioned it: no
+		// per-message TTLs, no markers, holding a record.
+		_, err := bus.Provision(ctx, b.js, bus.ProvisionConfig{RunIndex: bus.BucketConfig{LimitMarkerTTL: time.Hour}})
+		require.NoError(t, err)
+		s, err := b.js.Stream(ctx, "KV_lovia_runs")
+		require.NoError(t, err)
+		old := s.CachedInfo().Config
+		old.AllowMsgTTL, old.SubjectDeleteMarkerTTL = false, 0
+		err = b.js.DeleteStream(ctx, "KV_lovia_runs")
+		require.NoError(t, err)
+		_, err = b.js.CreateStream(ctx, old)
+		require.NoError(t, err)
+		kv, err := b.js.KeyValue(ctx, "lovia_runs")
+		require.NoError(t, err)
+		_, err = kv.Put(ctx, "r1.rec", []byte("kept"))
+		require.NoError(t, err)
+
+		rep, err := bus.Provision(ctx, b.js, bus.ProvisionConfig{})
+		require.NoError(t, err)
+		require.Contains(t, rep.Updated, "KV_lovia_runs", "turning TTLs on is an update the server allows")
+		s, err = b.js.Stream(ctx, "KV_lovia_runs")
+		require.NoError(t, err)
+		require.True(t, s.CachedInfo().Config.AllowMsgTTL)
+		require.Equal(t, bus.DefaultRunMarkerTTL, s.CachedInfo().Config.SubjectDeleteMarkerTTL)
+		e, err := kv.Get(ctx, "r1.rec")
+		require.NoError(t, err, "the update keeps the records")
+		require.Equal(t, "kept", string(e.Value()))
+	})
+
 	t.Run("unset fleet-wide settings keep the fleet's", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -240,6 +240,12 @@ type RunsListReply struct {
 	Runs       []RunSummary `json:"runs" msgpack:"runs"`
 	NextCursor string       `json:"next_cursor" msgpack:"next_cursor"`
 	Counts     RunCounts    `json:"counts" msgpack:"counts"`
+	// Horizon, when set, is the created_at of the newest ended run the
+	// answering index dropped from its memory (it holds a bounded number
+	// of ended runs): ended runs created at or before it may be missing
+	// from the listing and its counts; status and describe still answer
+	// them by id until retention expires them.
+	Horizon *time.Time `json:"horizon,omitempty" msgpack:"horizon,omitempty"`
 }
 
 // Validate checks the run ids.

@@ -26,6 +26,10 @@ type FeedConfig struct {
 	// Retry is how long the feed waits before watching again after the
 	// watch failed or ended. Default 1s.
 	Retry time.Duration
+	// MaxRuns caps the ended runs the index holds in memory (see NewBounded):
+	// past it the oldest ended runs leave it, and Lookup reads them from
+	// the bucket. Default DefaultMaxRuns; negative: no cap.
+	MaxRuns int
 	// Logger receives the build time and watch failures. Default: discard.
 	Logger *slog.Logger
 }
@@ -57,6 +61,12 @@ func NewFeed(cfg FeedConfig) (*Feed, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case cfg.MaxRuns == 0:
+		cfg.MaxRuns = DefaultMaxRuns
+	case cfg.MaxRuns < 0:
+		cfg.MaxRuns = 0
 	}
 	return &Feed{cfg: cfg, ready: make(chan struct{})}, nil
 }
@@ -117,6 +127,26 @@ func (f *Feed) Index(ctx context.Context) (*Index, error) {
 	}
 }
 
+// Lookup returns a run as the index holds it, or, for a run the index does
+// not hold (dropped for the cap, or not caught up yet), as the bucket
+// does (its record without what the index adds: no Awaiting). It reports
+// false for a run neither knows (never submitted, or expired).
+func (f *Feed) Lookup(ctx context.Context, runID string, now time.Time) (Run, bool, error) {
+	if x := f.cur.Load(); x != nil {
+		if r, ok := x.Get(runID, now); ok {
+			return r, true, nil
+		}
+	}
+	e, err := f.cfg.Runs.Get(ctx, runID)
+	if errors.Is(err, store.ErrRunNotFound) {
+		return Run{}, false, nil
+	}
+	if err != nil {
+		return Run{}, false, err
+	}
+	return Run{Record: e.Record}, true, nil
+}
+
 func (f *Feed) run(ctx context.Context) {
 	defer close(f.done)
 	first := true
@@ -154,7 +184,7 @@ func (f *Feed) follow(ctx context.Context, caughtUp func(*Index)) error {
 	if err != nil {
 		return err
 	}
-	x := New()
+	x := NewBounded(f.cfg.MaxRuns)
 	served := false
 	reconnects := f.reconnects()
 	tick := time.NewTicker(time.Second)

@@ -55,6 +55,12 @@ type Page struct {
 	Next string
 	// Counts counts the runs matching every filter but Statuses.
 	Counts map[store.RunStatus]int
+	// Horizon, when not zero, is the created_at of the newest ended run
+	// the index dropped for its cap (NewBounded): ended runs created at or
+	// before it may be missing from the listing and its counts (read one
+	// with its run id: the run index bucket keeps it until its retention
+	// expires it).
+	Horizon time.Time
 }
 
 type ask struct {
@@ -94,15 +100,112 @@ type Index struct {
 	waiting   map[*entry]struct{}
 	asks      map[string]map[string]ask // run → call key → wait
 	decisions map[string]map[string]int // run → call key → submission
+	// max caps the ended runs held (0: no cap); see NewBounded.
+	max int
+	// evicted counts the ended runs dropped for the cap; horizon is the
+	// newest key dropped.
+	evicted int
+	horizon key
 }
 
-// New returns an empty index.
-func New() *Index {
+// DefaultMaxRuns is the number of ended runs a Feed's index holds by
+// default: past it the oldest leave the memory (see NewBounded).
+const DefaultMaxRuns = 200_000
+
+// New returns an empty index with no cap.
+func New() *Index { return NewBounded(0) }
+
+// NewBounded returns an empty index that holds at most about max ended
+// runs (0: no cap): once it holds an eighth more, the oldest ended runs
+// (completed or failed, by created_at) leave it, down to max. Queued,
+// running and parked runs are never dropped: they are as many as the
+// fleet runs or keeps waiting at once. A dropped run is still in the run index
+// bucket until its retention expires it: read it with store.Runs.Get (see
+// Feed.Lookup). Page.Horizon says which listings may miss dropped runs.
+func NewBounded(max int) *Index {
 	return &Index{
 		runs: map[string]*entry{}, statuses: map[store.RunStatus]*set{},
 		agents: postings{}, sessions: postings{}, workers: postings{}, parents: postings{},
 		waiting: map[*entry]struct{}{}, asks: map[string]map[string]ask{}, decisions: map[string]map[string]int{},
+		max: max,
 	}
+}
+
+// Evicted is the number of ended runs the index dropped for its cap.
+func (x *Index) Evicted() int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.evicted
+}
+
+// evict drops the oldest ended runs down to the cap, once the index holds
+// an eighth more ended runs than it (one pass over the sets for many runs).
+func (x *Index) evict() {
+	done, failed := x.statuses[store.RunCompleted].list(), x.statuses[store.RunFailed].list()
+	ended := len(done) + len(failed)
+	if x.max <= 0 || ended <= x.max+x.max/8 {
+		return
+	}
+	need := ended - x.max
+	gone := make(map[*entry]struct{}, need)
+	i, j := 0, 0
+	for len(gone) < need && (i < len(done) || j < len(failed)) {
+		var e *entry
+		if j >= len(failed) || i < len(done) && done[i].key.less(failed[j].key) {
+			e, i = done[i], i+1
+		} else {
+			e, j = failed[j], j+1
+		}
+		gone[e] = struct{}{}
+		if x.horizon.less(e.key) {
+			x.horizon = e.key
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	keep := func(s *set) {
+		if s == nil {
+			return
+		}
+		out := s.es[:0]
+		for _, e := range s.es {
+			if _, ok := gone[e]; !ok {
+				out = append(out, e)
+			}
+		}
+		clear(s.es[len(out):])
+		s.es = out
+	}
+	keep(&x.all)
+	keep(x.statuses[store.RunCompleted])
+	keep(x.statuses[store.RunFailed])
+	touched := map[*set]struct{}{}
+	for e := range gone {
+		for _, p := range []struct {
+			p postings
+			v string
+		}{{x.agents, e.rec.Agent}, {x.sessions, e.rec.SessionID}, {x.workers, e.rec.Worker}, {x.parents, e.rec.ParentRunID}} {
+			if s := p.p[p.v]; s != nil {
+				touched[s] = struct{}{}
+			}
+		}
+		delete(x.runs, e.rec.RunID)
+		delete(x.waiting, e)
+		delete(x.asks, e.rec.RunID)
+		delete(x.decisions, e.rec.RunID)
+	}
+	for s := range touched {
+		keep(s)
+	}
+	for _, p := range []postings{x.agents, x.sessions, x.workers, x.parents} {
+		for v, s := range p {
+			if len(s.es) == 0 {
+				delete(p, v)
+			}
+		}
+	}
+	x.evicted += len(gone)
 }
 
 // Len is the number of runs indexed.
@@ -123,6 +226,7 @@ func (x *Index) Apply(c store.RunChange) {
 			return
 		}
 		x.putRecord(c.Record)
+		x.evict()
 	case store.ChangeAsk:
 		if c.Deleted {
 			delete(x.asks[c.RunID], c.CallKey)
@@ -317,6 +421,9 @@ func (x *Index) Query(q Query, now time.Time) (Page, error) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	page := Page{Counts: map[store.RunStatus]int{}}
+	if x.evicted > 0 {
+		page.Horizon = time.Unix(0, x.horizon.created).UTC()
+	}
 	for _, s := range []store.RunStatus{store.RunQueued, store.RunRunning, store.RunParked, store.RunCompleted, store.RunFailed} {
 		page.Counts[s] = 0
 	}

@@ -55,6 +55,14 @@ func (s *set) remove(e *entry) {
 	}
 }
 
+// list is the set's runs (nil for a nil set).
+func (s *set) list() []*entry {
+	if s == nil {
+		return nil
+	}
+	return s.es
+}
+
 func (s *set) len() int {
 	if s == nil {
 		return 0

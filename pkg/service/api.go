@@ -255,7 +255,7 @@ func inputSize(in bus.Input) int {
 func (a *API) record(ctx context.Context, runID string) (store.RunRecord, error) {
 	e, err := a.cfg.Store.Runs().Get(ctx, runID)
 	if errors.Is(err, store.ErrRunNotFound) {
-		return store.RunRecord{}, notFound("run " + runID)
+		return store.RunRecord{}, runNotFound(runID)
 	}
 	if err != nil {
 		return store.RunRecord{}, err
@@ -468,7 +468,7 @@ func (a *API) liveRun(ctx context.Context, runID string, live bool) (*store.RunR
 	}
 	e, err := a.cfg.Store.Runs().Get(ctx, runID)
 	if errors.Is(err, store.ErrRunNotFound) {
-		return nil, notFound("run " + runID)
+		return nil, runNotFound(runID)
 	}
 	if err != nil {
 		return nil, err

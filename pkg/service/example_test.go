@@ -65,7 +65,7 @@ agents:
 	// lovia.api.agents -> {"agents":[{"name":"oracle","model":"scripted","tools":["calculator"],"handoffs":[],"schemas":[{"name":"calculator","description":"Evaluate an arithmetic expression (+ - * / % ^ and parentheses).","parameters":{"type":"object","properties":{"expression":{"type":"string","description":"Arithmetic expression, e.g. (12*7)+3^2.","minLength":1,"maxLength":1000}},"required":["expression"]}}]}]}
 	// lovia.api.submit -> {"run_id":"run-1","events_subject":"lovia.events.run-1","agent":"oracle","status":"queued"}
 	// lovia.api.run.run-1.status -> {"run_id":"run-1","agent":"oracle","session_id":"","status":"queued","worker":"","attempt":0,"turns":0,"waiting":"no worker serves agent \"oracle\"; the run starts when a worker whose agents file defines it joins the fleet"}
-	// lovia.api.run.ghost.status -> error 404: {"error":{"type":"NotFound","message":"run ghost not found","hint":"check the id; lovia runs list (GET /v1/runs) lists the runs the fleet knows"}}
+	// lovia.api.run.ghost.status -> error 404: {"error":{"type":"NotFound","message":"run ghost not found","hint":"check the id: the fleet never saw it, or the run ended longer ago than the retention age (lovia worker --retention, 7 days by default) and expired; lovia runs list (GET /v1/runs) lists the runs the fleet knows"}}
 	// lovia.api.submit -> error 404: {"error":{"type":"UnknownAgent","message":"unknown agent \"sphinx\"","hint":"use one of the agents the fleet serves: oracle; or start a worker whose agents file defines sphinx"}}
 }
 

@@ -200,6 +200,9 @@ func (a *API) ListRuns(ctx context.Context, req *bus.RunsListRequest) (*bus.Runs
 	for _, r := range page.Runs {
 		out.Runs = append(out.Runs, summaryOf(&r.Record, r.Awaiting))
 	}
+	if !page.Horizon.IsZero() {
+		out.Horizon = &page.Horizon
+	}
 	return out, nil
 }
 

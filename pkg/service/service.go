@@ -14,6 +14,7 @@ import (
 	"github.com/lovia-fleet/lovia/internal/gopool"
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/schedule"
+	"github.com/lovia-fleet/lovia/pkg/store"
 )
 
 // Version is the service version reported to `nats micro`.
@@ -44,6 +45,8 @@ type Service struct {
 	serving func(subject string)
 	// keeper fires the schedule slots a crashed server missed (schedule.go).
 	keeper *schedule.Keeper
+	// reaper removes the keys of runs whose record expired (retention.go).
+	reaper *store.Reaper
 }
 
 // New builds a Service; Start registers it.
@@ -124,6 +127,7 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.svc = svc
 	s.startKeeper(ctx)
+	s.startReaper(ctx)
 	return nil
 }
 
@@ -135,7 +139,7 @@ func (s *Service) Stop(ctx context.Context) error {
 	if s.svc == nil {
 		return s.api.stopIndex(ctx)
 	}
-	err := errors.Join(s.svc.Stop(), s.stopKeeper(ctx))
+	err := errors.Join(s.svc.Stop(), s.stopKeeper(ctx), s.stopReaper(ctx))
 	s.svc = nil
 	if derr := s.drain(ctx); derr != nil {
 		err = errors.Join(err, derr) // the pool's goroutines end when idle

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -63,10 +64,16 @@ func (b *bucket) put(ctx context.Context, key string, val []byte) (uint64, error
 // holding val took the earlier attempt's write (whose reply was lost) for
 // its own.
 func (b *bucket) create(ctx context.Context, key string, val []byte) (uint64, error) {
+	return b.createTTL(ctx, key, val, 0)
+}
+
+// createTTL is create for a value that expires ttl after the write (0:
+// never; see ttlHeader).
+func (b *bucket) createTTL(ctx context.Context, key string, val []byte, ttl time.Duration) (uint64, error) {
 	var rev uint64
 	err := b.withRetryBounded(ctx, "create", func(ctx context.Context, attempt int) error {
 		var err error
-		rev, err = b.createOnce(ctx, key, val)
+		rev, err = b.createOnce(ctx, key, val, ttl)
 		if err != nil && attempt > 1 && isCAS(err) {
 			if r, ok := b.sameValue(ctx, key, val); ok {
 				rev, err = r, nil
@@ -81,10 +88,16 @@ func (b *bucket) create(ctx context.Context, key string, val []byte) (uint64, er
 // compare-and-set to a key holding val took the earlier attempt's write
 // for its own.
 func (b *bucket) update(ctx context.Context, key string, val []byte, rev uint64) (uint64, error) {
+	return b.updateTTL(ctx, key, val, rev, 0)
+}
+
+// updateTTL is update for a value that expires ttl after the write (0:
+// never; see ttlHeader).
+func (b *bucket) updateTTL(ctx context.Context, key string, val []byte, rev uint64, ttl time.Duration) (uint64, error) {
 	var next uint64
 	err := b.withRetryBounded(ctx, "update", func(ctx context.Context, attempt int) error {
 		var err error
-		next, err = b.publish(ctx, key, val, rev)
+		next, err = b.publishTTL(ctx, key, val, rev, ttl)
 		if err != nil && attempt > 1 && isCAS(err) {
 			if r, ok := b.sameValue(ctx, key, val); ok && r > rev {
 				next, err = r, nil
@@ -105,11 +118,46 @@ const noExpect = ^uint64(0)
 // store's bus.JetStreamPublisher, which reads the ack itself instead of
 // decoding it as JSON.
 func (b *bucket) publish(ctx context.Context, key string, val []byte, expect uint64) (uint64, error) {
+	return b.publishTTL(ctx, key, val, expect, 0)
+}
+
+// publishTTL is publish for a value the server removes ttl after the write
+// (header Nats-TTL; 0: never). On a bucket whose stream does not allow
+// per-message TTLs (provisioned by an earlier release and not since) the
+// value is written without one, and a warning says what to do.
+func (b *bucket) publishTTL(ctx context.Context, key string, val []byte, expect uint64, ttl time.Duration) (uint64, error) {
 	msg := &nats.Msg{Subject: b.subject(key), Data: val}
-	if expect != noExpect {
-		msg.Header = nats.Header{jetstream.ExpectedLastSubjSeqHeader: {strconv.FormatUint(expect, 10)}}
+	if expect != noExpect || ttl > 0 {
+		msg.Header = nats.Header{}
 	}
-	return b.send(ctx, msg, expect)
+	if expect != noExpect {
+		msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expect, 10))
+	}
+	if ttl > 0 {
+		msg.Header.Set(jetstream.MsgTTLHeader, ttlHeader(ttl))
+	}
+	rev, err := b.send(ctx, msg, expect)
+	if ttl > 0 && isTTLDisabled(err) {
+		b.log.LogAttrs(ctx, slog.LevelWarn, "store: the bucket does not allow per-message TTLs; an ended run's key is kept for ever",
+			slog.String("bucket", b.name), slog.String("key", key),
+			slog.String("hint", "start a worker of this release once: its provisioning turns on allow_msg_ttl for the bucket"))
+		msg.Header.Del(jetstream.MsgTTLHeader)
+		return b.send(ctx, msg, expect)
+	}
+	return rev, err
+}
+
+// ttlHeader is the Nats-TTL of ttl: whole seconds, at least one (the
+// server refuses less).
+func ttlHeader(ttl time.Duration) string {
+	return strconv.FormatInt(max(int64(ttl/time.Second), 1), 10) + "s"
+}
+
+// isTTLDisabled reports the server's refusal of a Nats-TTL on a stream
+// without allow_msg_ttl (10166).
+func isTTLDisabled(err error) bool {
+	var ae *jetstream.APIError
+	return errors.As(err, &ae) && ae.ErrorCode == 10166
 }
 
 // subject is key's subject in the bucket's stream.
@@ -156,11 +204,14 @@ func kvWriteErr(err error, expect uint64) error {
 // createOnce is jetstream.KeyValue's Create: a write expecting no key.
 // When the key exists the library's Create decides (its last entry may be
 // a delete or purge marker, which a create replaces), and says it.
-func (b *bucket) createOnce(ctx context.Context, key string, val []byte) (uint64, error) {
-	rev, err := b.publish(ctx, key, val, 0)
+func (b *bucket) createOnce(ctx context.Context, key string, val []byte, ttl time.Duration) (uint64, error) {
+	rev, err := b.publishTTL(ctx, key, val, 0, ttl)
 	if err != nil && isCAS(err) {
 		ctx, cancel := b.callCtx(ctx)
 		defer cancel()
+		if ttl > 0 {
+			return b.kv.Create(ctx, key, val, jetstream.KeyTTL(ttl.Truncate(time.Second)))
+		}
 		return b.kv.Create(ctx, key, val)
 	}
 	return rev, err

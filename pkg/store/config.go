@@ -25,6 +25,9 @@ const (
 	DefaultMailboxTTL   = 7 * 24 * time.Hour
 	DefaultCASRetries   = 10
 	DefaultOutageBudget = 2 * time.Minute
+	// DefaultRetention is how long an ended run's record, checkpoint,
+	// mailbox and control keys are kept after its last change.
+	DefaultRetention = 7 * 24 * time.Hour
 
 	// chunkHeadroom is what a chunk leaves of the server's max payload for
 	// the subject and headers of its KV put.
@@ -80,6 +83,16 @@ type Config struct {
 	// message nobody drained. Default 7 days; negative means never.
 	MailboxTTL time.Duration
 
+	// Retention is how long a run that has ended (completed or failed) is
+	// kept after its record's last change: its record is written with a
+	// per-message TTL (Nats-TTL) of this age, and once it expired the
+	// [Reaper] removes the run's checkpoint, mailbox and control keys. A
+	// queued, running or parked run is never expired, and a resubmission
+	// makes a run live again. After it, the run id is unknown: a new
+	// submission with it starts a new run. Default 7 days; negative means
+	// for ever; at least 1s otherwise.
+	Retention time.Duration
+
 	// Logger receives best-effort cleanup failures (orphaned chunks or
 	// batches that will be removed later). Default: discard.
 	Logger *slog.Logger
@@ -119,6 +132,9 @@ func (c Config) WithDefaults() Config {
 	if c.MailboxTTL == 0 {
 		c.MailboxTTL = DefaultMailboxTTL
 	}
+	if c.Retention == 0 {
+		c.Retention = DefaultRetention
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -157,10 +173,20 @@ func (c Config) validate() error {
 		return fmt.Errorf("store: %w: MaxValueSize %d is negative", ErrInvalidConfig, c.MaxValueSize)
 	case c.CASRetries < 0:
 		return fmt.Errorf("store: %w: CASRetries %d is negative", ErrInvalidConfig, c.CASRetries)
+	case c.Retention > 0 && c.Retention < time.Second:
+		return fmt.Errorf("store: %w: Retention %s is below 1s (the shortest per-message TTL; negative keeps ended runs for ever)", ErrInvalidConfig, c.Retention)
 	case c.Replicas < 1 || c.Replicas > 5:
 		return fmt.Errorf("store: %w: Replicas %d is not within 1..5", ErrInvalidConfig, c.Replicas)
 	}
 	return nil
+}
+
+// retention is the TTL of an ended run's record (0: none).
+func (c Config) retention() time.Duration {
+	if c.Retention < 0 {
+		return 0
+	}
+	return c.Retention
 }
 
 // mailboxMaxAge is the bucket TTL for the mailbox (0: none).

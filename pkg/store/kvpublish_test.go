@@ -55,7 +55,7 @@ func TestKVWritesClassifyAsTheLibrary(t *testing.T) {
 			case "put":
 				return b.publish(ctx, key, val, noExpect)
 			case "create":
-				return b.createOnce(ctx, key, val)
+				return b.createOnce(ctx, key, val, 0)
 			}
 			return b.publish(ctx, key, val, rev)
 		}

@@ -137,6 +137,20 @@ type Runs struct {
 	b       *bucket
 	retries int
 	now     func() time.Time
+	// retention is how long an ended run's record is kept after its last
+	// write (Config.Retention; 0: for ever).
+	retention time.Duration
+}
+
+// ttl is the Nats-TTL a write of rec carries: the retention age for an
+// ended run (its record expires that long after its last change, and
+// [Reaper] then removes the run's other keys), none for a live one (a
+// queued, running or parked run never expires, however long it waits).
+func (r *Runs) ttl(rec *RunRecord) time.Duration {
+	if rec.Status.Ended() {
+		return r.retention
+	}
+	return 0
 }
 
 func runKey(run string) string { return run + ".rec" }
@@ -153,7 +167,7 @@ func (r *Runs) Create(ctx context.Context, rec RunRecord) (*RunEntry, error) {
 	if err != nil {
 		return nil, wrapErr(op, rec.RunID, err)
 	}
-	rev, err := r.b.create(ctx, runKey(rec.RunID), frame)
+	rev, err := r.b.createTTL(ctx, runKey(rec.RunID), frame, r.ttl(&rec))
 	if err != nil {
 		if isCAS(err) {
 			r.b.purgeQuietly(ctx, chunks)
@@ -233,7 +247,7 @@ func (r *Runs) Update(ctx context.Context, e *RunEntry) error {
 	if err != nil {
 		return wrapErr(op, rec.RunID, err)
 	}
-	rev, err := r.b.update(ctx, runKey(rec.RunID), frame, e.Revision)
+	rev, err := r.b.updateTTL(ctx, runKey(rec.RunID), frame, e.Revision, r.ttl(&rec))
 	if err != nil {
 		if isCAS(err) {
 			r.b.purgeQuietly(ctx, chunks)

@@ -75,7 +75,7 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, erro
 	if b, err = bind(cfg.RunBucket); err != nil {
 		return nil, err
 	}
-	s.runs = &Runs{b: b, retries: cfg.CASRetries, now: cfg.Clock}
+	s.runs = &Runs{b: b, retries: cfg.CASRetries, now: cfg.Clock, retention: cfg.retention()}
 	return s, nil
 }
 
@@ -134,7 +134,7 @@ func EnsureBuckets(ctx context.Context, js jetstream.JetStream, cfg Config) erro
 		{Bucket: cfg.CheckpointBucket, Description: "lovia: checkpoints of runs in flight"},
 		{Bucket: cfg.SessionBucket, Description: "lovia: session segments"},
 		{Bucket: cfg.MailboxBucket, Description: "lovia: steering messages", TTL: cfg.mailboxMaxAge()},
-		{Bucket: cfg.RunBucket, Description: "lovia: run index"},
+		{Bucket: cfg.RunBucket, Description: "lovia: run index", LimitMarkerTTL: DefaultExpiryMarkerTTL},
 	}
 	for _, kc := range buckets {
 		kc.History = 1
