@@ -8,11 +8,17 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// cancelBackstop is how often a beat reads a run's cancel record.
+const cancelBackstop = time.Minute
+
 // heartbeats keeps the claims of the worker's executions alive: one
 // goroutine and one ticker for all of them, not one each (a run shorter
 // than the heartbeat interval costs its claim nothing but a map entry).
-// Each execution gets a progress ack (and a check of its cancel record)
-// at most Heartbeat after its start or its previous beat.
+// Each execution gets a progress ack at most Heartbeat after its start or
+// its previous beat, and a read of its cancel record (the backstop of a
+// cancel notification missed) at the first beat cancelBackstop after the
+// previous read: a live run costs the broker a progress ack a beat and a
+// cancel read a minute, not a read a beat too.
 type heartbeats struct {
 	w      *Worker
 	every  time.Duration // the tick: a quarter of Heartbeat
@@ -28,6 +34,7 @@ type beat struct {
 	runID string
 	ar    *activeRun
 	due   time.Time
+	read  time.Time // the last cancel read (the execution's start)
 }
 
 func newHeartbeats(w *Worker) *heartbeats {
@@ -53,7 +60,8 @@ func (hb *heartbeats) stop() {
 // add starts heartbeats for an execution and returns the function that
 // stops them.
 func (hb *heartbeats) add(msg jetstream.Msg, runID string, ar *activeRun) (remove func()) {
-	b := &beat{msg: msg, runID: runID, ar: ar, due: time.Now().Add(hb.w.cfg.Heartbeat - hb.every)}
+	now := time.Now()
+	b := &beat{msg: msg, runID: runID, ar: ar, due: now.Add(hb.w.cfg.Heartbeat - hb.every), read: now}
 	hb.mu.Lock()
 	hb.beats[b] = struct{}{}
 	hb.mu.Unlock()
@@ -88,7 +96,8 @@ func (hb *heartbeats) loop(ctx context.Context) {
 				if err := b.msg.InProgress(); err != nil {
 					hb.w.log.Debug("heartbeat failed", "run_id", b.runID, "error", err)
 				}
-				if b.ar.cancel.Err() == nil {
+				if b.ar.cancel.Err() == nil && now.Sub(b.read) >= cancelBackstop-hb.every {
+					b.read = now
 					// A cancel record the notification missed: read it
 					// without holding up the other runs' beats.
 					b := b
