@@ -8,20 +8,21 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// cancelBackstop is how often a beat reads a run's cancel record.
-const cancelBackstop = time.Minute
+// cancelBeats is how many beats apart a run's cancel record is read.
+const cancelBeats = 6
 
 // heartbeats keeps the claims of the worker's executions alive: one
 // goroutine and one ticker for all of them, not one each (a run shorter
 // than the heartbeat interval costs its claim nothing but a map entry).
 // Each execution gets a progress ack at most Heartbeat after its start or
 // its previous beat, and a read of its cancel record (the backstop of a
-// cancel notification missed) at the first beat cancelBackstop after the
-// previous read: a live run costs the broker a progress ack a beat and a
-// cancel read a minute, not a read a beat too.
+// cancel notification missed) every cancelBeats beats: a live run costs
+// the broker a progress ack a beat and a cancel read every six (a minute
+// at the default 10s), not a read a beat too.
 type heartbeats struct {
 	w      *Worker
 	every  time.Duration // the tick: a quarter of Heartbeat
+	reread time.Duration // cancelBeats beats: how often a cancel record is read
 	mu     sync.Mutex
 	beats  map[*beat]struct{}
 	cancel context.CancelFunc
@@ -39,7 +40,7 @@ type beat struct {
 
 func newHeartbeats(w *Worker) *heartbeats {
 	every := max(w.cfg.Heartbeat/4, time.Millisecond)
-	return &heartbeats{w: w, every: every, beats: map[*beat]struct{}{}}
+	return &heartbeats{w: w, every: every, reread: cancelBeats * w.cfg.Heartbeat, beats: map[*beat]struct{}{}}
 }
 
 // start runs the heartbeat loop until stop.
@@ -96,7 +97,7 @@ func (hb *heartbeats) loop(ctx context.Context) {
 				if err := b.msg.InProgress(); err != nil {
 					hb.w.log.Debug("heartbeat failed", "run_id", b.runID, "error", err)
 				}
-				if b.ar.cancel.Err() == nil && now.Sub(b.read) >= cancelBackstop-hb.every {
+				if b.ar.cancel.Err() == nil && now.Sub(b.read) >= hb.reread-hb.every {
 					b.read = now
 					// A cancel record the notification missed: read it
 					// without holding up the other runs' beats.
