@@ -42,8 +42,9 @@ type Fleet struct {
 	Workspace string
 	Workers   []*worker.Worker
 
-	storeDir string
-	port     int
+	storeDir   string
+	port       int
+	maxPayload int32
 }
 
 // Options configures a Fleet.
@@ -59,12 +60,14 @@ type Options struct {
 	API func(*service.Config)
 	// Registry resolves models (default: empty; scripted agents need none).
 	Registry *loop.Registry
+	// MaxPayload is the server's max payload (default: the broker's).
+	MaxPayload int32
 }
 
 // Start starts a fleet.
 func Start(t testing.TB, o Options) *Fleet {
 	t.Helper()
-	f := &Fleet{T: t, Workspace: t.TempDir(), storeDir: t.TempDir()}
+	f := &Fleet{T: t, Workspace: t.TempDir(), storeDir: t.TempDir(), maxPayload: o.MaxPayload}
 	f.startServer()
 	f.Conn = f.Connect()
 	f.JS, _ = jetstream.New(f.Conn)
@@ -125,7 +128,7 @@ func Start(t testing.TB, o Options) *Fleet {
 // startServer starts the embedded server on the fleet's store directory and
 // port (a free one the first time).
 func (f *Fleet) startServer() {
-	srv, err := broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: f.storeDir, Port: f.port})
+	srv, err := broker.StartEmbedded(broker.EmbeddedConfig{StoreDir: f.storeDir, Port: f.port, MaxPayload: f.maxPayload})
 	if err != nil {
 		f.T.Fatal(err)
 	}

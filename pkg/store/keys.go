@@ -17,6 +17,7 @@ import (
 //	mailbox      <run>.m.<token>             one queued message (Create; Delete by revision); a keyed one (token k-<hex>) is left spent, not deleted
 //	runs         <run>.rec                   the run's index record (CAS)
 //	             hold.<worker>               the deliveries a worker holds, for takeover (holdings.go; not a run's key)
+//	             hold.<worker>.<run>         one delivery a worker holds, for takeover (holdings.go)
 //	any bucket   <id>.x.<nonce>.<i>          chunk i of a value too large for one message
 
 // validID reports whether id is 1–128 characters of [A-Za-z0-9_-], the

@@ -8,14 +8,21 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// cancelBeats is how many beats apart a run's cancel record is read.
+const cancelBeats = 6
+
 // heartbeats keeps the claims of the worker's executions alive: one
 // goroutine and one ticker for all of them, not one each (a run shorter
 // than the heartbeat interval costs its claim nothing but a map entry).
-// Each execution gets a progress ack (and a check of its cancel record)
-// at most Heartbeat after its start or its previous beat.
+// Each execution gets a progress ack at most Heartbeat after its start or
+// its previous beat, and a read of its cancel record (the backstop of a
+// cancel notification missed) every cancelBeats beats: a live run costs
+// the broker a progress ack a beat and a cancel read every six (a minute
+// at the default 10s), not a read a beat too.
 type heartbeats struct {
 	w      *Worker
 	every  time.Duration // the tick: a quarter of Heartbeat
+	reread time.Duration // cancelBeats beats: how often a cancel record is read
 	mu     sync.Mutex
 	beats  map[*beat]struct{}
 	cancel context.CancelFunc
@@ -28,11 +35,12 @@ type beat struct {
 	runID string
 	ar    *activeRun
 	due   time.Time
+	read  time.Time // the last cancel read (the execution's start)
 }
 
 func newHeartbeats(w *Worker) *heartbeats {
 	every := max(w.cfg.Heartbeat/4, time.Millisecond)
-	return &heartbeats{w: w, every: every, beats: map[*beat]struct{}{}}
+	return &heartbeats{w: w, every: every, reread: cancelBeats * w.cfg.Heartbeat, beats: map[*beat]struct{}{}}
 }
 
 // start runs the heartbeat loop until stop.
@@ -53,7 +61,8 @@ func (hb *heartbeats) stop() {
 // add starts heartbeats for an execution and returns the function that
 // stops them.
 func (hb *heartbeats) add(msg jetstream.Msg, runID string, ar *activeRun) (remove func()) {
-	b := &beat{msg: msg, runID: runID, ar: ar, due: time.Now().Add(hb.w.cfg.Heartbeat - hb.every)}
+	now := time.Now()
+	b := &beat{msg: msg, runID: runID, ar: ar, due: now.Add(hb.w.cfg.Heartbeat - hb.every), read: now}
 	hb.mu.Lock()
 	hb.beats[b] = struct{}{}
 	hb.mu.Unlock()
@@ -88,7 +97,8 @@ func (hb *heartbeats) loop(ctx context.Context) {
 				if err := b.msg.InProgress(); err != nil {
 					hb.w.log.Debug("heartbeat failed", "run_id", b.runID, "error", err)
 				}
-				if b.ar.cancel.Err() == nil {
+				if b.ar.cancel.Err() == nil && now.Sub(b.read) >= hb.reread-hb.every {
+					b.read = now
 					// A cancel record the notification missed: read it
 					// without holding up the other runs' beats.
 					b := b

@@ -22,17 +22,23 @@ import (
 // releases the dead worker's deliveries with a NAK on their ack subjects,
 // so another worker resumes them within seconds instead of the ack wait.
 //
-// Each worker keeps one holdings record, hold.<worker> (see holdings.go):
-// the deliveries it holds, each with its run, ack subject, request
-// sequence and attempt, rewritten as a whole by one writer — claims share
-// a write, runs that ended leave the record in the next one. It answers
-// pings on <prefix>.worker.<id>.ping, and watches every worker's
-// holdings. Only the survivor whose compare-and-delete of a dead worker's
-// record succeeds releases its runs, and only those whose run record still
-// names the dead worker's claim as running: the release transition in the
-// index (a compare-and-set) comes before the NAK, so a listed run that
-// ended, parked, was released or claimed since (a lazily dropped entry, a
-// redelivery) is left alone, and a run is released once.
+// Each worker keeps its holdings (see holdings.go): a marker,
+// hold.<worker>, and one key a run it holds, hold.<worker>.<run>, with the
+// run's ack subject, request sequence and attempt — put at the claim,
+// purged when the run leaves, by one writer in batches. It answers pings
+// on <prefix>.worker.<id>.ping, and watches every worker's marker (not
+// their run keys: a claim elsewhere costs this worker nothing). Only the
+// survivor whose compare-and-delete of a dead worker's marker succeeds
+// releases its runs, and only those whose run record still names the dead
+// worker's claim as running: the release transition in the index (a
+// compare-and-set) comes before the NAK, so a listed run that ended,
+// parked, was released or claimed since (a redelivery) is left alone, and
+// a run is released once. A worker whose marker another removed (it was
+// taken for dead) writes its marker and run keys again.
+//
+// A marker of the release before run keys is the whole record of the
+// worker's runs: a survivor reads its runs too, so it still releases the
+// runs of a dead worker of that release.
 //
 // Workers of releases before the holdings record wrote own.<worker>.<run>
 // per run; their records are not watched (a fleet mixing releases is not
@@ -88,6 +94,9 @@ func (w *Worker) reaper(ctx context.Context, updates <-chan store.Holdings) {
 				return
 			}
 			if h.Worker == w.cfg.ID {
+				if h.Deleted {
+					w.hold.markerGone(h.Revision)
+				}
 				continue
 			}
 			if h.Deleted {
@@ -134,10 +143,11 @@ func (w *Worker) reaper(ctx context.Context, updates <-chan store.Holdings) {
 	}
 }
 
-// releaseWorker releases the runs a dead worker's holdings record lists,
-// if this worker wins the record (its compare-and-delete). The watch gave
-// the record's revision only: its runs are read now, and a record written
-// since the watch saw it (the worker is not dead after all) is left.
+// releaseWorker releases the runs a dead worker's holdings list, if this
+// worker wins its marker (its compare-and-delete, which removes the run
+// keys too). The watch gave the marker's revision only: the runs are read
+// now, and a marker written since the watch saw it (the worker is not dead
+// after all) is left.
 func (w *Worker) releaseWorker(ctx context.Context, seen store.Holdings) {
 	h, err := w.st.Control().ReadHoldings(ctx, seen.Worker)
 	if err != nil {
