@@ -55,6 +55,9 @@ type Agent struct {
 	Spec            Spec
 	MaxTurns        int
 	ApprovalTimeout time.Duration
+	// Code marks an agent defined in Go (FromAgents), not by an agents
+	// file or the registry.
+	Code bool
 }
 
 // Info describes an agent for listings.
