@@ -14,12 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lovia-fleet/lovia/internal/fleettest"
 	"github.com/lovia-fleet/lovia/internal/leaktest"
 	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/catalog"
+	"github.com/lovia-fleet/lovia/pkg/client"
 	"github.com/lovia-fleet/lovia/pkg/loop"
 	"github.com/lovia-fleet/lovia/pkg/loop/scripted"
 	"github.com/lovia-fleet/lovia/pkg/worker"
@@ -210,7 +212,10 @@ func outputScenarios() []scenario {
 					require.Equal(t, guardResult{Result: 7}, o.res.Output)
 					require.Equal(t, guardResult{Result: 7}, rc.Output)
 				} else {
-					require.Equal(t, map[string]any{"result": float64(7)}, rc.Output)
+					// Off the wire a JSON-like value (a msgpack body gives
+					// int64 where JSON gives float64): the same JSON.
+					require.IsType(t, map[string]any{}, rc.Output)
+					require.JSONEq(t, `{"result":7}`, jsonOf(t, rc.Output))
 				}
 			}},
 		{name: "S44_repair_exhausted/default_repair", agent: "s44_default", input: "compute",
@@ -319,61 +324,85 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// variant is one way the fleet carries a run's events.
+type variant struct {
+	name string
+	// encoding is the client's (of the submission, so of the run's events).
+	encoding bus.Encoding
+	// coalesce is the worker's CoalesceDeltas: consecutive deltas may
+	// arrive as fewer events, with the same concatenation (sig compares
+	// the concatenations, so the sequences must still be equal).
+	coalesce time.Duration
+}
+
+var variants = []variant{
+	{name: "json", encoding: bus.JSON},
+	{name: "msgpack_coalesced", encoding: bus.Msgpack, coalesce: 20 * time.Millisecond},
+}
+
 // TestCodeAgentConformance runs each scenario's agent in process and on a
 // worker of a real fleet, and requires the same event sequence (sig: the
 // types, turns and key fields), the same terminal outcome in the run
-// record, and the scenario's own checks for both runs.
+// record (and, for a completed run, in a replay of it), and the
+// scenario's own checks for both runs. The fleet runs once with JSON
+// events, once with msgpack events and coalesced deltas.
 func TestCodeAgentConformance(t *testing.T) {
 	var scs []scenario
 	for _, g := range [][]scenario{guardrailScenarios(), outputScenarios(), retryScenarios(), hookScenarios()} {
 		scs = append(scs, g...)
 	}
-	fleetRecs := map[string]*recorder{}
-	var agents []*loop.Agent
-	for _, sc := range scs {
-		rec := &recorder{}
-		fleetRecs[sc.name] = rec
-		agents = append(agents, sc.build(sc.agent, rec))
-	}
-	cat, err := catalog.FromAgents(agents, catalog.CodeSettings{})
-	require.NoError(t, err)
-	fleetLogs := &syncBuffer{}
-	f := fleettest.Start(t, fleettest.Options{Catalog: cat, Workers: 1, Worker: func(c *worker.Config) {
-		c.Deps = theDeps
-		c.Logger = slog.New(slog.NewTextHandler(fleetLogs, nil))
-	}})
-	require.Equal(t, workerID, f.Workers[0].ID())
 	procLogs := &syncBuffer{}
 	runner := loop.NewRunner(loop.RunnerConfig{Logger: slog.New(slog.NewTextHandler(procLogs, nil))})
-
-	for _, sc := range scs {
-		t.Run(sc.name, func(t *testing.T) {
-			t.Parallel()
-			proc := runInProcess(t, runner, sc)
-			fleet := runOnFleet(t, f, sc, fleetRecs[sc.name])
-			procSig, fleetSig := sig(t, proc.events), sig(t, fleet.events)
-			require.Equal(t, procSig, fleetSig, "in process (expected) and on the fleet (actual)")
-			// The in-process run's error is the terminal event's.
-			switch last := proc.events[len(proc.events)-1].(type) {
-			case *loop.RunFailed:
-				require.Nil(t, proc.res)
-				require.Equal(t, last.Error, loop.Describe(proc.err))
-			case *loop.RunCompleted:
-				require.NoError(t, proc.err)
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			fleetRecs := map[string]*recorder{}
+			var agents []*loop.Agent
+			for _, sc := range scs {
+				rec := &recorder{}
+				fleetRecs[sc.name] = rec
+				agents = append(agents, sc.build(sc.agent, rec))
 			}
-			if sc.check != nil {
-				t.Run("in_process", func(t *testing.T) { sc.check(t, proc) })
-				t.Run("fleet", func(t *testing.T) { sc.check(t, fleet) })
+			cat, err := catalog.FromAgents(agents, catalog.CodeSettings{})
+			require.NoError(t, err)
+			fleetLogs := &syncBuffer{}
+			f := fleettest.Start(t, fleettest.Options{Catalog: cat, Workers: 1, Worker: func(c *worker.Config) {
+				c.Deps = theDeps
+				c.CoalesceDeltas = v.coalesce
+				c.Logger = slog.New(slog.NewTextHandler(fleetLogs, nil))
+			}})
+			require.Equal(t, workerID, f.Workers[0].ID())
+			cl, err := client.New(f.Conn, client.Options{Encoding: v.encoding})
+			require.NoError(t, err)
+			for _, sc := range scs {
+				t.Run(sc.name, func(t *testing.T) {
+					t.Parallel()
+					proc := runInProcess(t, runner, sc)
+					fleet := runOnFleet(t, f, cl, sc, fleetRecs[sc.name])
+					require.Equal(t, sig(t, proc.events), sig(t, fleet.events), "in process (expected) and on the fleet (actual)")
+					// The in-process run's error is the terminal event's.
+					switch last := proc.events[len(proc.events)-1].(type) {
+					case *loop.RunFailed:
+						require.Nil(t, proc.res)
+						require.Equal(t, last.Error, loop.Describe(proc.err))
+					case *loop.RunCompleted:
+						require.NoError(t, proc.err)
+					}
+					if sc.check != nil {
+						t.Run("in_process", func(t *testing.T) { sc.check(t, proc) })
+						t.Run("fleet", func(t *testing.T) { sc.check(t, fleet) })
+					}
+				})
 			}
+			t.Cleanup(func() {
+				// S85's panicking hook is logged on the worker.
+				if !t.Failed() {
+					require.Contains(t, fleetLogs.String(), "hook exploded")
+				}
+			})
 		})
 	}
-	t.Cleanup(func() {
-		// S85's panicking hook is logged, in process and on the worker.
-		if !t.Failed() {
-			require.Contains(t, procLogs.String(), "hook exploded")
-			require.Contains(t, fleetLogs.String(), "hook exploded")
-		}
-	})
+	// ... and in process.
+	require.Contains(t, procLogs.String(), "hook exploded")
 }
 
 func runInProcess(t *testing.T, runner *loop.Runner, sc scenario) *outcome {
@@ -399,10 +428,10 @@ func runInProcess(t *testing.T, runner *loop.Runner, sc scenario) *outcome {
 // runOnFleet submits the scenario's run to the fleet, tails it to its
 // terminal event, and checks that the run record's status says what the
 // terminal event says.
-func runOnFleet(t *testing.T, f *fleettest.Fleet, sc scenario, rec *recorder) *outcome {
+func runOnFleet(t *testing.T, f *fleettest.Fleet, cl *client.Client, sc scenario, rec *recorder) *outcome {
 	t.Helper()
 	ctx := context.Background()
-	rep, err := f.Client.Submit(ctx, &bus.RunRequest{Agent: sc.agent, Input: bus.TextInput(sc.input), SessionID: sc.session})
+	rep, err := cl.Submit(ctx, &bus.RunRequest{Agent: sc.agent, Input: bus.TextInput(sc.input), SessionID: sc.session})
 	require.NoError(t, err)
 	envs := f.Events(rep.RunID, 30*time.Second)
 	o := &outcome{rec: rec, events: wireEvents(t, envs, workerID)}
@@ -427,8 +456,14 @@ func runOnFleet(t *testing.T, f *fleettest.Fleet, sc scenario, rec *recorder) *o
 		require.Equal(t, bus.StateCompleted, st.Status, "the record of a run that ended run_completed")
 		require.Nil(t, st.Error)
 		require.NotNil(t, st.Result)
-		require.Equal(t, jsonOf(t, bus.ResultOf(last)), jsonOf(t, st.Result), "the record's result is the terminal event's")
+		assert.Equal(t, jsonOf(t, bus.ResultOf(last)), jsonOf(t, st.Result), "the record's result is the terminal event's")
 		require.Equal(t, last.Turns, st.Turns)
+		// S67: the resubmission of the completed run replays its result.
+		again, err := cl.Submit(ctx, &bus.RunRequest{RunID: rep.RunID, Agent: sc.agent, Input: bus.TextInput(sc.input), SessionID: sc.session})
+		require.NoError(t, err)
+		require.True(t, again.Replayed, "the resubmission of a completed run is a replay")
+		require.NotNil(t, again.Result)
+		assert.Equal(t, jsonOf(t, bus.ResultOf(last)), jsonOf(t, again.Result), "the replay's result is the terminal event's")
 	case *loop.RunFailed:
 		require.Equal(t, bus.StateFailed, st.Status, "the record of a run that ended run_failed")
 		require.NotNil(t, st.Error)
