@@ -51,6 +51,9 @@ type Fleet struct {
 type Options struct {
 	// AgentsYAML is the agents file (default: the demo agent only).
 	AgentsYAML string
+	// Catalog, when set, is the fleet's agents instead of AgentsYAML's
+	// (agents defined in Go: catalog.FromAgents).
+	Catalog *catalog.Catalog
 	// Workers is the number of workers (default 1; negative: none, for
 	// tests that start them later with StartWorker).
 	Workers int
@@ -88,9 +91,12 @@ func Start(t testing.TB, o Options) *Fleet {
 		reg = &loop.Registry{}
 	}
 	copts := catalog.Options{Tools: ts, Registry: reg}
-	if o.AgentsYAML != "" {
+	switch {
+	case o.Catalog != nil:
+		f.Catalog = o.Catalog
+	case o.AgentsYAML != "":
 		f.Catalog, err = catalog.Parse([]byte(o.AgentsYAML), copts)
-	} else {
+	default:
 		f.Catalog, err = catalog.Default(copts)
 	}
 	if err != nil {

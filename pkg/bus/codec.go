@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/lovia-fleet/lovia/pkg/loop"
 )
 
 // Encoding is a body encoding of the wire contract
@@ -104,6 +106,9 @@ func Marshal(enc Encoding, v any) ([]byte, error) {
 	if enc == JSON {
 		err = w.jsonValue(v)
 	} else {
+		if ev, ok := v.(loop.Event); ok {
+			v = jsonLikeEvent(ev) // as the envelope writer does
+		}
 		err = w.msgpackEncoder().Encode(v)
 	}
 	if err != nil {

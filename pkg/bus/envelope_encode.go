@@ -62,12 +62,14 @@ func (w *envelopeWriter) event(enc Encoding, runID string, seq uint64, at time.T
 	return w.tail(enc), nil
 }
 
-// data writes ev as the envelope's data.
+// data writes ev as the envelope's data. A Go value in a free-form field
+// is written in msgpack as its JSON value (JSONValue), the value the JSON
+// encoding gives.
 func (w *envelopeWriter) data(enc Encoding, ev loop.Event) error {
 	if enc == JSON {
 		return w.jsonValue(ev)
 	}
-	return w.msgpackEncoder().Encode(ev)
+	return w.msgpackEncoder().Encode(jsonLikeEvent(ev))
 }
 
 // envelope writes e with data (in enc) and returns its bytes, valid until

@@ -64,6 +64,9 @@ type Agent struct {
 	ApprovalTimeout time.Duration
 	// digest is the definition's digest as it was built (version.go).
 	digest string
+	// Code marks an agent defined in Go (FromAgents), not by an agents
+	// file or the registry.
+	Code bool
 }
 
 // Info describes an agent for listings.

@@ -546,7 +546,7 @@ func HealOutcome(r store.RunRecord, res *loop.RunResult, now time.Time, seq uint
 	if r.RequestSeq != 0 && r.RequestSeq != seq {
 		return r, refuse("heal outcome", r, ErrInFlight)
 	}
-	r.Status, r.Result, r.Turns, r.Error = Completed, res.Output, res.Turns, nil
+	r.Status, r.Result, r.Turns, r.Error = Completed, storedOutput(res.Output), res.Turns, nil
 	r.Usage, r.FinalAgent = &res.Usage, res.FinalAgent
 	r.FinishedAt = now.UTC()
 	r.AddAttempt(store.StepHeal, "", now)
@@ -579,4 +579,13 @@ func Modify(t func(store.RunRecord) (store.RunRecord, error)) func(*store.RunRec
 		*r = next
 		return nil
 	}
+}
+
+// storedOutput is a run's output as its record keeps it: a Go value as
+// its JSON value (bus.JSONValue), as its run_completed event carries it.
+func storedOutput(v any) any {
+	if out, err := bus.JSONValue(v); err == nil {
+		return out
+	}
+	return v
 }

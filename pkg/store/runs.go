@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/loop"
 )
 
@@ -107,7 +108,7 @@ type RunRecord struct {
 func (r *RunRecord) ApplyTerminal(ev loop.Event, at time.Time) {
 	switch e := ev.(type) {
 	case *loop.RunCompleted:
-		r.Status, r.Result, r.Turns, r.Error = RunCompleted, e.Output, e.Turns, nil
+		r.Status, r.Result, r.Turns, r.Error = RunCompleted, jsonValue(e.Output), e.Turns, nil
 		r.Usage, r.FinalAgent, r.FinishReason = &e.Usage, e.FinalAgent, e.FinishReason
 	case *loop.RunFailed:
 		info := e.Error
@@ -315,4 +316,14 @@ func (r *Runs) Unquiet(ctx context.Context, runID string) error {
 		}
 	}
 	return wrapErr("run unquiet", runID, ErrConflict)
+}
+
+// jsonValue is a run's output as the record keeps it: a Go value (a code
+// agent's typed output) as its JSON value, what its run_completed event
+// carries (bus.JSONValue); one JSON cannot encode as it is.
+func jsonValue(v any) any {
+	if out, err := bus.JSONValue(v); err == nil {
+		return out
+	}
+	return v
 }

@@ -44,12 +44,18 @@ type chunkManifest struct {
 // sign that the value was replaced while they read it, and read again.
 var errMissingChunk = errors.New("chunk missing")
 
+// marshal encodes v as msgpack. A struct field without a msgpack tag
+// is named by its json tag, as the wire's msgpack names it (bus.Marshal):
+// a Go output type stored in a run record or a checkpoint reads back as
+// the JSON its run_completed event carried, {"result": 7} and not
+// {"Result": 7}.
 func marshal(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	buf.WriteByte(frameInline)
 	enc := msgpack.GetEncoder()
 	defer msgpack.PutEncoder(enc)
 	enc.Reset(&buf)
+	enc.SetCustomStructTag("json")
 	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
@@ -57,7 +63,8 @@ func marshal(v any) ([]byte, error) {
 }
 
 // unmarshal decodes msgpack into v, with interface values as JSON-like
-// types (int64, uint64, float64, string, bool, []any, map[string]any).
+// types (int64, uint64, float64, string, bool, []any, map[string]any), and
+// json tags naming the fields that have no msgpack tag, as marshal does.
 func unmarshal(data []byte, v any) error {
 	if err := checkMsgpack(data); err != nil {
 		return err
@@ -65,6 +72,7 @@ func unmarshal(data []byte, v any) error {
 	dec := msgpack.GetDecoder()
 	defer msgpack.PutDecoder(dec)
 	dec.Reset(bytes.NewReader(data))
+	dec.SetCustomStructTag("json")
 	dec.UseLooseInterfaceDecoding(true)
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("%w: %w", ErrCorrupt, err)

@@ -110,6 +110,11 @@ type Config struct {
 	Store store.Config
 	// Registry resolves model strings (used by the Runner).
 	Registry *loop.Registry
+	// Deps are the program's dependencies, given to every run's tools,
+	// hooks, guardrails and instructions as RunContext.Deps
+	// (loop.WithDeps): a database handle, an HTTP client. Never persisted.
+	// Default nil.
+	Deps any
 	// ContextPolicy is the default context policy of agents that set none.
 	ContextPolicy loop.ContextPolicy
 	// Logger receives logs. Default: discard.

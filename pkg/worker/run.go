@@ -279,6 +279,7 @@ func (w *Worker) runOptions(req *bus.RunRequest, runID string, ag *catalog.Agent
 		loop.WithCancelToken(ar.cancel),
 		loop.WithMaxTurns(maxTurns),
 		loop.WithApprovalHandler(w.approvalHandler(runID, ar, ag.ApprovalTimeout)),
+		loop.WithDeps(w.cfg.Deps),
 	}
 	if req.SessionID != "" {
 		opts = append(opts, loop.WithSession(w.st.Session(), req.SessionID))
@@ -324,7 +325,7 @@ func (w *Worker) finishPoison(ctx context.Context, d *delivery, rp *bus.RunPubli
 // healReplay runs the loop's replay (which re-appends a missing session
 // segment) without publishing anything.
 func (w *Worker) healReplay(ctx context.Context, d *delivery, req *bus.RunRequest, runID string, ag *catalog.Agent) {
-	opts := []loop.RunOption{loop.WithCheckpoint(w.st.Checkpointer(), runID)}
+	opts := []loop.RunOption{loop.WithCheckpoint(w.st.Checkpointer(), runID), loop.WithDeps(w.cfg.Deps)}
 	if req.SessionID != "" {
 		opts = append(opts, loop.WithSession(w.st.Session(), req.SessionID))
 	}
