@@ -120,6 +120,7 @@ type fleetDeps struct {
 	remote   *remoteTools         // MCP servers and tool services; nil without
 	plugins  *nats.Conn           // the plugins' stores (plugins.go); nil without
 	tracing  trace.TracerProvider // tracing.go; nil: off
+	code     *Code                // a Go program's agents and deps; nil without
 }
 
 func buildDeps(ctx context.Context, env *Env, wf *workerFlags, fc fleetConn, log *slog.Logger) (*fleetDeps, error) {
@@ -143,13 +144,23 @@ func buildDeps(ctx context.Context, env *Env, wf *workerFlags, fc fleetConn, log
 			}
 			return nil, err
 		}
-		return &fleetDeps{registry: reg, catalog: cat, remote: remote, plugins: pc}, nil
+		if cat, err = codeCatalog(env, cat, true); err != nil {
+			if pc != nil {
+				pc.Close()
+			}
+			_ = remote.stop(ctx)
+			return nil, err
+		}
+		return &fleetDeps{registry: reg, catalog: cat, remote: remote, plugins: pc, code: env.Code}, nil
 	}
 	cat, err := catalog.Default(copts)
 	if err != nil {
 		return nil, err
 	}
-	return &fleetDeps{registry: reg, catalog: cat}, nil
+	if cat, err = codeCatalog(env, cat, false); err != nil {
+		return nil, err
+	}
+	return &fleetDeps{registry: reg, catalog: cat, code: env.Code}, nil
 }
 
 // openFleet provisions (idempotently) and opens the stores, with sc's
@@ -292,7 +303,7 @@ func startWorkerProcess(ctx context.Context, nc *nats.Conn, prefix, id string, w
 	w, err := worker.New(worker.Config{
 		Conn: nc, Catalog: deps.catalog, Agents: agents, Prefix: prefix, ID: id, Concurrency: wf.concurrency, AckWait: wf.ackWait, CoalesceDeltas: wf.coalesce, ParkAfter: wf.parkAfter,
 		Provision: pc, SkipProvision: true, Registry: deps.registry, ContextPolicy: policy, Logger: log, Metrics: reg,
-		Store: store.Config{OutageBudget: wf.outage, Logger: log}, Tracing: deps.tracing,
+		Store: store.Config{OutageBudget: wf.outage, Logger: log}, Tracing: deps.tracing, Deps: deps.codeDeps(),
 	})
 	if err != nil {
 		_ = svc.Stop(ctx)
