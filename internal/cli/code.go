@@ -101,4 +101,3 @@ func (s *codeSource) Removed(ctx context.Context, agent string) (bool, error) {
 	}
 	return s.AgentSource.Removed(ctx, agent)
 }
-
