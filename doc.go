@@ -36,7 +36,7 @@
 // SIGTERM handling (stop claiming, let turns reach a checkpoint, release
 // the rest). `go run . dev` is `lovia dev` with the program's agents: an
 // embedded NATS server, the gateway and workers in one process. The
-// client commands work too: `go run . run assistant "what is 2 + 3?"`.
+// client commands work too: `go run . run --agent assistant "what is 2 + 3?"`.
 // Run as many processes of the program as you like: a run's holder dies,
 // another process resumes it from its last checkpoint.
 //

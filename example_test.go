@@ -27,7 +27,7 @@ func Example() {
 
 // The hello world of a worker: `go run .` serves the agent on the fleet
 // of $NATS_URL, `go run . dev` on an embedded one, and
-// `go run . run assistant "what is 2 + 3?"` submits a run.
+// `go run . run --agent assistant "what is 2 + 3?"` submits a run.
 func ExampleMain() {
 	add := loop.NewTool("add", "add two numbers", func(_ context.Context, _ *loop.RunContext, in Sum) (int, error) {
 		return in.A + in.B, nil

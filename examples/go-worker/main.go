@@ -5,7 +5,7 @@
 //
 //	go run ./examples/go-worker dev                       # an embedded fleet, or
 //	go run ./examples/go-worker --nats nats://host:4222   # a worker of a fleet
-//	go run ./examples/go-worker run support "where is order A1?"
+//	go run ./examples/go-worker run --agent support "where is order A1?"
 //
 // The model is scripted (no API key needed): it looks the order up, asks
 // for its shipment's tracking, then answers. Swap in Model:

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 
 	"github.com/lovia-fleet/lovia/pkg/catalog"
@@ -100,4 +102,26 @@ func (s *codeSource) Removed(ctx context.Context, agent string) (bool, error) {
 		return false, nil
 	}
 	return s.AgentSource.Removed(ctx, agent)
+}
+
+// checkCodeNames refuses an agents file that defines an agent of a code
+// agent's name, before anything waits on a server.
+func checkCodeNames(env *Env, path string) error {
+	if env.Code == nil || env.Code.Agents == nil || path == "" {
+		return nil
+	}
+	f, err := catalog.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var dups []string
+	for _, s := range f.Agents {
+		if _, ok := env.Code.Agents.Get(s.Name); ok {
+			dups = append(dups, fmt.Sprintf("%q", s.Name))
+		}
+	}
+	if len(dups) > 0 {
+		return fmt.Errorf("agent %s defined twice: in the program (a code agent) and in the agents file %s; rename one or remove it from the file", strings.Join(dups, ", "), path)
+	}
+	return nil
 }

@@ -209,6 +209,9 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 		if _, err := checkAgentsFile(env, wf.agents, wf.workspace); err != nil {
 			return startFailure(env, log, wf.logFormat, err)
 		}
+		if err := checkCodeNames(env, wf.agents); err != nil {
+			return startFailure(env, log, wf.logFormat, err)
+		}
 	}
 	connect := func(name string) (*nats.Conn, error) { return nf.dial(ctx, name, *natsWait, log) }
 	nc, err := connect("worker")
@@ -354,6 +357,9 @@ func runDev(ctx context.Context, env *Env, args []string) int {
 	if wf.agents != "" {
 		// A typo is said at once, before the server starts.
 		if _, err := checkAgentsFile(env, wf.agents, wf.workspace); err != nil {
+			return fail(env.Stderr, err)
+		}
+		if err := checkCodeNames(env, wf.agents); err != nil {
 			return fail(env.Stderr, err)
 		}
 	}
