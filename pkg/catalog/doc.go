@@ -10,4 +10,13 @@
 // Memory plugins (pkg/plugins/...); the fleet-native ones keep their state
 // in the JetStream stores of [Options.Plugins]. Its `http:` section
 // ([HTTPSpec]) bounds the http_request and read_page tools it names.
+//
+// # Agents defined in Go
+//
+// [FromAgents] builds a catalog of *loop.Agent values a program defines
+// (with the code agents their handoffs lead to), each marked
+// [Agent.Code] with a Spec synthesized for listings; [CodeSettings] are
+// their fleet settings. [Merge] joins it with an agents file's catalog,
+// refusing a name defined twice; [Overlay] lets code agents shadow
+// registry ones.
 package catalog
