@@ -70,6 +70,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 // env.Code set, no arguments run the worker command.
 func Run(ctx context.Context, env *Env, args []string) int {
 	cmds := commands()
+	codeCommands(env, cmds)
 	if len(args) == 0 && env.Code != nil {
 		args = []string{"worker"}
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -22,6 +23,27 @@ type Code struct {
 	Agents *catalog.Catalog
 	// Deps are given to every run (worker.Config.Deps).
 	Deps any
+}
+
+// codeCommands words the worker and dev commands for a program's code
+// agents, and codeFlagHelp their --agents flag.
+func codeCommands(env *Env, cmds map[string]command) {
+	if env.Code == nil {
+		return
+	}
+	w, d := cmds["worker"], cmds["dev"]
+	w.summary = "run a worker serving the program's agents (the command run with no arguments)"
+	d.summary = "start everything in one process (embedded NATS, gateway, workers) serving the program's agents"
+	cmds["worker"], cmds["dev"] = w, d
+}
+
+func codeFlagHelp(env *Env, fs *flag.FlagSet) {
+	if env.Code == nil {
+		return
+	}
+	if f := fs.Lookup("agents"); f != nil {
+		f.Usage = "agents file (YAML) whose agents are served beside the program's; default: the program's agents alone"
+	}
 }
 
 // program is the command's name in usage lines.

@@ -94,6 +94,7 @@ func TestCodeUsageNamesTheProgram(t *testing.T) {
 	env := codeEnv(t, out, errb)
 	require.Equal(t, ExitOK, Run(context.Background(), env, []string{"-h"}))
 	require.Contains(t, errb.String(), "usage: orders <command>")
+	require.Contains(t, errb.String(), "worker    run a worker serving the program's agents")
 	var b bytes.Buffer
 	env.Stderr = &b
 	require.Equal(t, ExitOK, Run(context.Background(), env, []string{"worker", "-h"}))

@@ -189,6 +189,7 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	fs := flagSet(env, "worker", "[--nats URL] [--agents FILE] [--id NAME] [--concurrency N] [--workspace DIR]")
 	nf := addNATSFlags(fs, env)
 	wf := addWorkerFlags(fs)
+	codeFlagHelp(env, fs)
 	id := fs.String("id", "", "worker id (default <hostname>-<pid>)")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus /metrics and the /healthz and /readyz probes on this address (e.g. :9091)")
 	natsWait := addNATSWaitFlag(fs)
@@ -324,6 +325,7 @@ func startWorkerProcess(ctx context.Context, nc *nats.Conn, prefix, id string, w
 func runDev(ctx context.Context, env *Env, args []string) int {
 	fs := flagSet(env, "dev", "[--agents FILE] [--workers N] [--http ADDR] [--cors-origin O]... [--nats-port PORT] [--data DIR]")
 	wf := addWorkerFlags(fs)
+	codeFlagHelp(env, fs)
 	workers := fs.Int("workers", 2, "number of workers")
 	httpAddr := fs.String("http", ":8080", "gateway HTTP address")
 	var origins multiFlag
