@@ -24,6 +24,9 @@ type Env struct {
 	Stdout io.Writer
 	Stderr io.Writer
 	Getenv func(string) string
+	// Code, when set, adds a Go program's agents and dependencies to the
+	// worker and dev commands (the module's root package sets it).
+	Code *Code
 }
 
 type command struct {
@@ -60,10 +63,19 @@ func commands() map[string]command {
 
 // Main runs the command line and returns the exit status.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
-	env := &Env{Stdin: stdin, Stdout: stdout, Stderr: stderr, Getenv: getenv}
+	return Run(ctx, &Env{Stdin: stdin, Stdout: stdout, Stderr: stderr, Getenv: getenv}, args)
+}
+
+// Run runs the command line in env and returns the exit status. With
+// env.Code set, no arguments run the worker command.
+func Run(ctx context.Context, env *Env, args []string) int {
 	cmds := commands()
+	codeCommands(env, cmds)
+	if len(args) == 0 && env.Code != nil {
+		args = []string{"worker"}
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(env.Stderr, cmds)
+		usage(env.Stderr, env.program(), cmds)
 		if len(args) == 0 {
 			return ExitUsage
 		}
@@ -80,7 +92,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		} else {
 			fmt.Fprintf(env.Stderr, "lovia: unknown command %q\n\n", args[0])
 		}
-		usage(env.Stderr, cmds)
+		usage(env.Stderr, env.program(), cmds)
 		return ExitUsage
 	}
 	rest, err := clientLogFlags(env, args[0], args[1:])
@@ -140,17 +152,17 @@ func askedForHelp(args []string) bool {
 	return false
 }
 
-func usage(w io.Writer, cmds map[string]command) {
+func usage(w io.Writer, program string, cmds map[string]command) {
 	names := make([]string, 0, len(cmds))
 	for n := range cmds {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	var b strings.Builder
-	b.WriteString("usage: lovia <command> [flags] [args]\n\ncommands:\n")
+	fmt.Fprintf(&b, "usage: %s <command> [flags] [args]\n\ncommands:\n", program)
 	for _, n := range names {
 		fmt.Fprintf(&b, "  %-9s %s\n", n, cmds[n].summary)
 	}
-	b.WriteString("\nRun 'lovia <command> -h' for a command's flags; they go before or after the command\n(lovia --nats URL workers). Most commands print for people; --json prints the API's reply.\n")
+	fmt.Fprintf(&b, "\nRun '%[1]s <command> -h' for a command's flags; they go before or after the command\n(%[1]s --nats URL workers). Most commands print for people; --json prints the API's reply.\n", program)
 	fmt.Fprint(w, b.String())
 }

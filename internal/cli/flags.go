@@ -20,7 +20,7 @@ func flagSet(env *Env, name, usage string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(env.Stderr, "usage: lovia %s %s\n\nflags:\n", name, usage)
+		fmt.Fprintf(env.Stderr, "usage: %s %s %s\n\nflags:\n", env.program(), name, usage)
 		printDefaults(env.Stderr, fs)
 	}
 	return fs

@@ -70,7 +70,23 @@ func registryAgents(ctx context.Context, js jetstream.JetStream, names bus.Names
 	if err := src.Start(ctx); err != nil {
 		return nil, nil, fmt.Errorf("agents registry: %w", err)
 	}
-	return src, nil, nil
+	return withCode(src, deps.codeAgents(), log), nil, nil
+}
+
+// codeAgents are the program's code agents (nil without).
+func (d *fleetDeps) codeAgents() *catalog.Catalog {
+	if d.code == nil {
+		return nil
+	}
+	return d.code.Agents
+}
+
+// codeDeps are the program's dependencies (nil without).
+func (d *fleetDeps) codeDeps() any {
+	if d.code == nil {
+		return nil
+	}
+	return d.code.Deps
 }
 
 // builtinTools is the built-in tool set (for validating agents applied to

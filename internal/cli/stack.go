@@ -129,6 +129,7 @@ type fleetDeps struct {
 	remote   *remoteTools         // MCP servers and tool services; nil without
 	plugins  *nats.Conn           // the plugins' stores (plugins.go); nil without
 	tracing  trace.TracerProvider // tracing.go; nil: off
+	code     *Code                // a Go program's agents and deps; nil without
 }
 
 func buildDeps(ctx context.Context, env *Env, wf *workerFlags, fc fleetConn, log *slog.Logger) (*fleetDeps, error) {
@@ -155,13 +156,23 @@ func buildDeps(ctx context.Context, env *Env, wf *workerFlags, fc fleetConn, log
 			}
 			return nil, err
 		}
-		return &fleetDeps{registry: reg, catalog: cat, remote: remote, plugins: pc}, nil
+		if cat, err = codeCatalog(env, cat, true); err != nil {
+			if pc != nil {
+				pc.Close()
+			}
+			_ = remote.stop(ctx)
+			return nil, err
+		}
+		return &fleetDeps{registry: reg, catalog: cat, remote: remote, plugins: pc, code: env.Code}, nil
 	}
 	cat, err := catalog.Default(copts)
 	if err != nil {
 		return nil, err
 	}
-	return &fleetDeps{registry: reg, catalog: cat}, nil
+	if cat, err = codeCatalog(env, cat, false); err != nil {
+		return nil, err
+	}
+	return &fleetDeps{registry: reg, catalog: cat, code: env.Code}, nil
 }
 
 // openFleet provisions (idempotently) and opens the stores, with sc's
@@ -190,6 +201,7 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	fs := flagSet(env, "worker", "[--nats URL] [--agents FILE] [--id NAME] [--concurrency N] [--workspace DIR]")
 	nf := addNATSFlags(fs, env)
 	wf := addWorkerFlags(fs)
+	codeFlagHelp(env, fs)
 	id := fs.String("id", "", "worker id (default <hostname>-<pid>)")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus /metrics and the /healthz and /readyz probes on this address (e.g. :9091)")
 	natsWait := addNATSWaitFlag(fs)
@@ -214,6 +226,9 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	if wf.agents != "" {
 		// A typo is said at once, before waiting on a server.
 		if _, err := checkAgentsFile(env, wf.agents, wf.workspace); err != nil {
+			return startFailure(env, log, wf.logFormat, err)
+		}
+		if err := checkCodeNames(env, wf.agents); err != nil {
 			return startFailure(env, log, wf.logFormat, err)
 		}
 	}
@@ -337,7 +352,7 @@ func startWorkerProcess(ctx context.Context, nc *nats.Conn, prefix, id string, w
 		Conn: nc, Catalog: deps.catalog, Agents: agents, Prefix: prefix, ID: id, Concurrency: wf.concurrency, AckWait: wf.ackWait, CoalesceDeltas: wf.coalesce, ParkAfter: wf.parkAfter,
 		BuildID: wf.buildID, ResumeAnyVersion: wf.anyVersion,
 		Provision: pc, SkipProvision: true, Registry: deps.registry, ContextPolicy: policy, Logger: log, Metrics: reg,
-		Store: sc, Tracing: deps.tracing,
+		Store: sc, Tracing: deps.tracing, Deps: deps.codeDeps(),
 	})
 	if err != nil {
 		_ = svc.Stop(ctx)
@@ -355,6 +370,7 @@ func startWorkerProcess(ctx context.Context, nc *nats.Conn, prefix, id string, w
 func runDev(ctx context.Context, env *Env, args []string) int {
 	fs := flagSet(env, "dev", "[--agents FILE] [--workers N] [--http ADDR] [--cors-origin O]... [--nats-port PORT] [--data DIR]")
 	wf := addWorkerFlags(fs)
+	codeFlagHelp(env, fs)
 	workers := fs.Int("workers", 2, "number of workers")
 	httpAddr := fs.String("http", ":8080", "gateway HTTP address")
 	var origins multiFlag
@@ -388,6 +404,9 @@ func runDev(ctx context.Context, env *Env, args []string) int {
 	if wf.agents != "" {
 		// A typo is said at once, before the server starts.
 		if _, err := checkAgentsFile(env, wf.agents, wf.workspace); err != nil {
+			return fail(env.Stderr, err)
+		}
+		if err := checkCodeNames(env, wf.agents); err != nil {
 			return fail(env.Stderr, err)
 		}
 	}

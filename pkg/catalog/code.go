@@ -75,6 +75,7 @@ func FromAgents(agents []*loop.Agent, set CodeSettings) (*Catalog, error) {
 		return nil, errors.Join(errs...)
 	}
 	sort.Strings(c.names)
+	c.pinDigests()
 	return c, nil
 }
 

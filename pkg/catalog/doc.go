@@ -28,4 +28,13 @@
 // limits); [VersionOf] adds a worker's build id. Workers record the
 // version a run started on and route its resumes to workers of that
 // version (docs/protocol.md#agent-versions).
+//
+// # Agents defined in Go
+//
+// [FromAgents] builds a catalog of *loop.Agent values a program defines
+// (with the code agents their handoffs lead to), each marked
+// [Agent.Code] with a Spec synthesized for listings; [CodeSettings] are
+// their fleet settings. [Merge] joins it with an agents file's catalog,
+// refusing a name defined twice; [Overlay] lets code agents shadow
+// registry ones.
 package catalog

@@ -8,9 +8,11 @@ import (
 	"github.com/lovia-fleet/lovia/internal/fleettest"
 )
 
-// loviaBin is the lovia binary built for these tests.
-var loviaBin string
+// loviaBin is the lovia binary built for these tests; goWorkerBin the
+// Go-defined worker of examples/go-worker.
+var loviaBin, goWorkerBin string
 
 func TestMain(m *testing.M) {
-	fleettest.MainWithBinaries(m, fleettest.Binary{Pkg: "../../cmd/cli", Path: &loviaBin})
+	fleettest.MainWithBinaries(m, fleettest.Binary{Pkg: "../../cmd/cli", Path: &loviaBin},
+		fleettest.Binary{Pkg: "../../examples/go-worker", Path: &goWorkerBin})
 }
