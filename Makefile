@@ -7,7 +7,7 @@ BIN     ?= bin
 # (golang/go#75804, fixed in Go 1.27). `make fuzz FUZZTIME=1m` for longer.
 FUZZTIME ?= 2000x
 
-.PHONY: run test race unit bench bench-fleet lint build fuzz fmt clean chaos npm-deps
+.PHONY: run test race unit bench bench-fleet bench-scale lint build fuzz fmt clean chaos npm-deps
 
 # How bin/lovia is built: no local paths (-trimpath), no symbol table or
 # DWARF (-s -w): 64 MB instead of 92 (BENCHMARKS.md, The binary).
@@ -46,6 +46,13 @@ bench:
 ## (runs/s, and CPU time a run)
 bench-fleet:
 	@GO=$(GO) ./scripts/bench-fleet.sh
+
+## bench-scale: the fleet at scale with real processes (one nats-server,
+## lovia workers): LIVE live runs on one worker (time until all run, RSS),
+## then N live runs' mass failover after a kill -9 to one fresh survivor and
+## to three (time until all resumed); PHASES='live fo1 fo3' (BENCHMARKS.md)
+bench-scale:
+	@GO=$(GO) ./scripts/bench-scale.sh
 
 ## lint: go vet, gofmt, and go.mod/go.sum as go mod tidy leaves them
 lint:
