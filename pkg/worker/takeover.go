@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -165,6 +166,12 @@ func (w *Worker) releaseWorker(ctx context.Context, seen store.Holdings) {
 	if !won {
 		return // another survivor took it, or the worker wrote since
 	}
+	// Each release is a few round trips to the broker (the record's read
+	// and compare-and-set, the NAK, the lost-run check): one after
+	// another, a dead worker's 10,000 runs took a minute to come back.
+	// Runs are independent, so releaseParallel of them go at once.
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, releaseParallel)
 	for _, r := range h.Runs {
 		w.mu.Lock()
 		_, mine := w.active[r.RunID]
@@ -172,9 +179,18 @@ func (w *Worker) releaseWorker(ctx context.Context, seen store.Holdings) {
 		if mine {
 			continue // already redelivered here
 		}
-		w.releaseDead(ctx, h.Worker, r)
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			w.releaseDead(ctx, h.Worker, r)
+		})
 	}
+	wg.Wait()
 }
+
+// releaseParallel is how many of a dead worker's runs a survivor releases
+// at once.
+const releaseParallel = 64
 
 // takeoverGrace is how long a worker must stay absent before its runs are
 // released: TakeoverGrace, or ReconnectGrace while this worker's own
