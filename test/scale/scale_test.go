@@ -3,8 +3,10 @@
 package scale
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -109,6 +111,14 @@ func start(t *testing.T, name, bin string, args ...string) *proc {
 	p := &proc{name: name, out: &tail{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if dir := os.Getenv("SCALE_LOGS"); dir != "" {
+		// Every line of every process, for a look at what a phase did.
+		f, err := os.Create(filepath.Join(dir, name+".log"))
+		require.NoError(t, err, "SCALE_LOGS: creating %s's log", name)
+		t.Cleanup(func() { _ = f.Close() })
+		w := io.MultiWriter(p.out, f)
+		p.cmd.Stdout, p.cmd.Stderr = w, w
+	}
 	require.NoError(t, p.cmd.Start(), "starting %s", name)
 	go func() { _ = p.cmd.Wait(); close(p.exited) }()
 	t.Cleanup(func() {
@@ -283,7 +293,7 @@ func (b *bench) worker(id string) *proc {
 	b.t.Helper()
 	p := start(b.t, id, loviaBin, "worker", "--nats", b.url, "--agents", b.agents, "--workspace", b.space,
 		"--id", id, "--concurrency", strconv.Itoa(b.live), "--max-ack-pending", strconv.Itoa(2*b.live+1000),
-		"--log-level", "warn")
+		"--log-level", cmp.Or(os.Getenv("SCALE_LOG_LEVEL"), "warn"))
 	// "serving agents" is an info line: with warn, wait for the presence
 	// of the worker instead — it answers pings on its subject.
 	deadline := time.Now().Add(2 * time.Minute)
