@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/lovia-fleet/lovia/pkg/bus"
 	"github.com/lovia-fleet/lovia/pkg/lifecycle"
 	"github.com/lovia-fleet/lovia/pkg/store"
 )
@@ -285,30 +286,32 @@ func (w *Worker) alive(ctx context.Context, worker string) bool {
 // in the index, then a NAK on the dead delivery's ack subject.
 func (w *Worker) releaseDead(ctx context.Context, dead string, r store.Holding) {
 	log := w.log.With("run_id", r.RunID, "dead_worker", dead)
-	e, err := w.st.Runs().Get(ctx, r.RunID)
+	// One read and one compare-and-set: the record is checked inside the
+	// modification, not read once before it as well (each round trip counts
+	// when a dead worker's thousands of runs are released).
+	holder := lifecycle.Holder{Worker: dead, Attempt: r.Attempt}
+	e, err := w.st.Runs().Modify(ctx, r.RunID, func(rec *store.RunRecord) error {
+		if rec.Worker != dead || rec.Status != lifecycle.Running {
+			// Ended, parked, released, or claimed since by another worker
+			// (a NAK by stream sequence would hit its live delivery): the
+			// entry was only not yet dropped.
+			return errNotReleased
+		}
+		next, err := lifecycle.Release(*rec, holder)
+		if err != nil {
+			return err
+		}
+		*rec = next
+		return nil
+	})
 	switch {
 	case errors.Is(err, store.ErrRunNotFound):
 		// No record (it expired): the NAK alone, as the holder would.
+	case errors.Is(err, errNotReleased), errors.Is(err, lifecycle.ErrNotHolder):
+		return // a later claim, or the run moved on
 	case err != nil:
-		log.Warn("takeover: reading the run's record failed; the run waits for the ack wait", "error", err)
+		log.Warn("takeover: recording the release in the run index failed; the run waits for the ack wait", "error", err)
 		return
-	case e.Record.Worker != dead || e.Record.Status != lifecycle.Running:
-		// Ended, parked, released, or claimed since by another worker
-		// (a NAK by stream sequence would hit its live delivery): the
-		// entry was only not yet dropped.
-		return
-	default:
-		holder := lifecycle.Holder{Worker: dead, Attempt: r.Attempt}
-		_, err := w.st.Runs().Modify(ctx, r.RunID, lifecycle.Modify(func(rec store.RunRecord) (store.RunRecord, error) {
-			return lifecycle.Release(rec, holder)
-		}))
-		if errors.Is(err, lifecycle.ErrNotHolder) {
-			return // a later claim, or the run moved on
-		}
-		if err != nil {
-			log.Warn("takeover: recording the release in the run index failed; the run waits for the ack wait", "error", err)
-			return
-		}
 	}
 	if err := w.cfg.Conn.Publish(r.Ack, []byte("-NAK")); err != nil {
 		log.Warn("takeover: releasing a dead worker's run failed; it waits for the ack wait", "error", err)
@@ -318,6 +321,16 @@ func (w *Worker) releaseDead(ctx context.Context, dead string, r store.Holding) 
 	log.Info("takeover: released the run of a worker that is gone")
 	// No run left behind: a released run whose request is gone (it was
 	// acknowledged or terminated while the record said otherwise) would
-	// never end by itself.
+	// never end by itself. The request the release recorded is looked up
+	// first, the whole check made only when it is gone.
+	if e != nil && e.Record.RequestSeq != 0 {
+		if stored, err := bus.RequestStored(ctx, w.js, w.names, e.Record.RequestSeq); err == nil && stored {
+			return
+		}
+	}
 	w.checkLost(ctx, r.RunID)
 }
+
+// errNotReleased: the run a dead worker's holdings list is not its
+// running run any more.
+var errNotReleased = errors.New("not the dead worker's running run")
