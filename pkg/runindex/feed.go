@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/lovia-fleet/lovia/internal/background"
 	"github.com/lovia-fleet/lovia/pkg/store"
 )
 
@@ -46,9 +46,7 @@ type Feed struct {
 	built atomic.Int64 // nanoseconds the first replay took
 	loads atomic.Int64
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	bg background.Loop
 }
 
 // NewFeed validates cfg; Start starts the feed.
@@ -74,32 +72,12 @@ func NewFeed(cfg FeedConfig) (*Feed, error) {
 // Start begins the replay and returns; Ready closes once the index has
 // caught up. The feed runs until Stop (ctx only bounds the start).
 func (f *Feed) Start(ctx context.Context) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.cancel != nil {
-		return errors.New("runindex: Feed.Start called twice")
-	}
-	ctx, f.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	f.done = make(chan struct{})
-	go f.run(ctx)
-	return nil
+	return f.bg.Start(ctx, "runindex: Feed", f.run)
 }
 
 // Stop ends the feed and waits for it (or ctx).
 func (f *Feed) Stop(ctx context.Context) error {
-	f.mu.Lock()
-	cancel, done := f.cancel, f.done
-	f.mu.Unlock()
-	if cancel == nil {
-		return nil
-	}
-	cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return f.bg.Stop(ctx)
 }
 
 // Ready is closed once the first replay has caught up.
@@ -148,7 +126,6 @@ func (f *Feed) Lookup(ctx context.Context, runID string, now time.Time) (Run, bo
 }
 
 func (f *Feed) run(ctx context.Context) {
-	defer close(f.done)
 	first := true
 	for {
 		start := time.Now()

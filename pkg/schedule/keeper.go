@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"time"
 
+	"github.com/lovia-fleet/lovia/internal/background"
 	"github.com/lovia-fleet/lovia/pkg/bus"
 )
 
@@ -33,10 +33,8 @@ type KeeperConfig struct {
 // Interval. Any number of Keepers may run in a fleet: a missed slot fires
 // once.
 type Keeper struct {
-	cfg    KeeperConfig
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	cfg KeeperConfig
+	bg  background.Loop
 }
 
 // NewKeeper returns a Keeper; it starts nothing.
@@ -61,36 +59,15 @@ func NewKeeper(cfg KeeperConfig) (*Keeper, error) {
 
 // Start starts the Keeper's loop.
 func (k *Keeper) Start(ctx context.Context) error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.done != nil {
-		return errors.New("schedule: Keeper started twice")
-	}
-	ctx, k.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	k.done = make(chan struct{})
-	go k.loop(ctx)
-	return nil
+	return k.bg.Start(ctx, "schedule: Keeper", k.loop)
 }
 
 // Stop stops the loop and waits for it (or for ctx).
 func (k *Keeper) Stop(ctx context.Context) error {
-	k.mu.Lock()
-	cancel, done := k.cancel, k.done
-	k.mu.Unlock()
-	if done == nil {
-		return nil
-	}
-	cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return k.bg.Stop(ctx)
 }
 
 func (k *Keeper) loop(ctx context.Context) {
-	defer close(k.done)
 	nc := k.cfg.Manager.js.Conn()
 	reconnects := nc.Stats().Reconnects
 	// The first look is a grace after the start: a server that restarted

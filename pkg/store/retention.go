@@ -5,11 +5,11 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/lovia-fleet/lovia/internal/background"
 	"github.com/lovia-fleet/lovia/pkg/bus"
 )
 
@@ -85,9 +85,7 @@ type ReaperConfig struct {
 type Reaper struct {
 	cfg ReaperConfig
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	bg background.Loop
 }
 
 // NewReaper validates cfg; Start starts the reaper.
@@ -106,36 +104,15 @@ func NewReaper(cfg ReaperConfig) (*Reaper, error) {
 
 // Start begins watching and returns; the reaper runs until Stop.
 func (r *Reaper) Start(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cancel != nil {
-		return errors.New("store: Reaper.Start called twice")
-	}
-	ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	r.done = make(chan struct{})
-	go r.run(ctx)
-	return nil
+	return r.bg.Start(ctx, "store: Reaper", r.run)
 }
 
 // Stop ends the reaper and waits for it (or ctx).
 func (r *Reaper) Stop(ctx context.Context) error {
-	r.mu.Lock()
-	cancel, done := r.cancel, r.done
-	r.mu.Unlock()
-	if cancel == nil {
-		return nil
-	}
-	cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return r.bg.Stop(ctx)
 }
 
 func (r *Reaper) run(ctx context.Context) {
-	defer close(r.done)
 	for {
 		err := r.watch(ctx)
 		if ctx.Err() != nil {
