@@ -26,28 +26,7 @@ import (
 // the test failed.
 func startGoWorker(t *testing.T, url, id string, env []string) *proc {
 	t.Helper()
-	p := &proc{}
-	p.cmd = exec.Command(goWorkerBin, "worker", "--nats", url, "--id", id, "--ack-wait", "30s", "--log-level", "debug")
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = p, p
-	require.NoError(t, p.cmd.Start())
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			_ = p.cmd.Process.Signal(syscall.SIGTERM)
-			done := make(chan struct{})
-			go func() { _, _ = p.cmd.Process.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(20 * time.Second):
-				_ = p.cmd.Process.Kill()
-				<-done
-			}
-		}
-		if t.Failed() {
-			t.Logf("%s output:\n%s", id, p.output())
-		}
-	})
-	return p
+	return startBinary(t, goWorkerBin, id, env, "worker", "--nats", url, "--id", id, "--ack-wait", "30s", "--log-level", "debug")
 }
 
 // toolStarts reads the example's tool log: each line "pid tool".

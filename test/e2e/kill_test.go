@@ -55,8 +55,15 @@ func startWorker(t testing.TB, url, agents, workspace, id string, extra ...strin
 // after 20 s; its output is logged when the test failed.
 func startLovia(t testing.TB, name string, env []string, args ...string) *proc {
 	t.Helper()
+	return startBinary(t, loviaBin, name, env, args...)
+}
+
+// startBinary starts bin (lovia, or a program built on the lovia
+// package) as startLovia does.
+func startBinary(t testing.TB, bin, name string, env []string, args ...string) *proc {
+	t.Helper()
 	p := &proc{}
-	p.cmd = exec.Command(loviaBin, args...)
+	p.cmd = exec.Command(bin, args...)
 	if env != nil {
 		p.cmd.Env = append(os.Environ(), env...)
 	}
