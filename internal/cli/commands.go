@@ -71,7 +71,7 @@ func subcommand(env *Env, fs *flag.FlagSet, cmd, usage string, pos []string, sub
 
 // runRun submits a run and streams it.
 func runRun(ctx context.Context, env *Env, args []string) int {
-	fs := flagSet(env, "run", "[--nats URL] [--agent NAME] [--session ID] [--run-id ID] [--if-run-exists P] [--metadata K=V]... [--json] (INPUT... | - | --input-file FILE)")
+	fs := flagSet(env, "run", "[--nats URL] [--agent NAME] [--session ID] [--run-id ID] [--if-run-exists P] [--on-busy inject|queue|refuse] [--metadata K=V]... [--json] (INPUT... | - | --input-file FILE)")
 	nf := addNATSFlags(fs, env)
 	sf := addSubmitFlags(fs)
 	asJSON := fs.Bool("json", false, "print one event envelope per line")
@@ -104,7 +104,9 @@ func runRun(ctx context.Context, env *Env, args []string) int {
 		return ExitOK
 	}
 	if !*asJSON {
-		fmt.Fprintf(env.Stderr, "run %s (agent %s)\n", rep.RunID, rep.Agent)
+		if !sessionNote(env, req, rep) {
+			fmt.Fprintf(env.Stderr, "run %s (agent %s)\n", rep.RunID, rep.Agent)
+		}
 	}
 	// The approvals are asked on the terminal; an input read from stdin
 	// leaves nothing there to answer them with (they are rejected).
@@ -136,7 +138,7 @@ func submit(ctx context.Context, c *client.Client, req *bus.RunRequest) (*bus.Su
 
 // runSubmit submits a run and prints its id.
 func runSubmit(ctx context.Context, env *Env, args []string) int {
-	fs := flagSet(env, "submit", "[--nats URL] [--agent NAME] [--session ID] [--run-id ID] [--if-run-exists P] [--metadata K=V]... (INPUT... | - | --input-file FILE)")
+	fs := flagSet(env, "submit", "[--nats URL] [--agent NAME] [--session ID] [--run-id ID] [--if-run-exists P] [--on-busy inject|queue|refuse] [--metadata K=V]... (INPUT... | - | --input-file FILE)")
 	nf := addNATSFlags(fs, env)
 	sf := addSubmitFlags(fs)
 	pos, ok := parse(fs, args)
@@ -157,8 +159,24 @@ func runSubmit(ctx context.Context, env *Env, args []string) int {
 		return fail(env.Stderr, err)
 	}
 	replayNote(env, rep)
+	sessionNote(env, req, rep)
 	fmt.Fprintln(env.Stdout, rep.RunID)
 	return ExitOK
+}
+
+// sessionNote tells, on stderr, where a message for a session with a live
+// run went (on_busy inject or queue), and reports whether it did.
+func sessionNote(env *Env, req *bus.RunRequest, rep *bus.SubmitReply) bool {
+	switch {
+	case rep.Injected:
+		fmt.Fprintf(env.Stderr, "session %s has a live run, %s (agent %s): the input went to its next turn (withdraw it while no turn took it: the inject token is %s)\n",
+			req.SessionID, rep.RunID, rep.Agent, rep.InjectToken)
+	case rep.QueuedBehind != "":
+		fmt.Fprintf(env.Stderr, "session %s has a live run, %s: run %s is queued and starts when it ends\n", req.SessionID, rep.QueuedBehind, rep.RunID)
+	default:
+		return false
+	}
+	return true
 }
 
 // replayNote tells, on stderr, that a submit replayed a completed run

@@ -16,7 +16,7 @@ import (
 // request carries besides its input.
 type submitFlags struct {
 	agent, session, runID string
-	ifExists              string
+	ifExists, onBusy      string
 	inputFile             string
 	metadata              metadataFlag
 }
@@ -27,6 +27,7 @@ func addSubmitFlags(fs *flag.FlagSet) *submitFlags {
 	fs.StringVar(&f.session, "session", "", "session id to load and append to")
 	fs.StringVar(&f.runID, "run-id", "", "the run's id, its idempotency key: submitting the same id again does not start a second run (default: generated)")
 	fs.StringVar(&f.ifExists, "if-run-exists", "", "when --run-id already names a run: resume (the default), restart, fail or resume_only")
+	fs.StringVar(&f.onBusy, "on-busy", "", "when --session has a live run: inject (the default: the input goes to that run's next turn), queue (run after it) or refuse")
 	fs.StringVar(&f.inputFile, "input-file", "", "read the input from this file (- is stdin) instead of the arguments")
 	fs.Var(f.metadata, "metadata", "`key=value` carried to the run's context and status, e.g. user_id=u1 for the Memory plugin; key:=JSON for a number, list or object (repeatable)")
 	return f
@@ -64,12 +65,15 @@ func (f *submitFlags) request(pos []string, stdin io.Reader) (*bus.RunRequest, e
 		return nil, errors.New("the input is empty: give the text the agent should work on")
 	}
 	req := &bus.RunRequest{RunID: f.runID, Agent: f.agent, SessionID: f.session, Input: bus.TextInput(input),
-		IfRunExists: bus.IfRunExists(f.ifExists)}
+		IfRunExists: bus.IfRunExists(f.ifExists), OnBusy: bus.OnBusy(f.onBusy)}
 	if len(f.metadata) > 0 {
 		req.Metadata = f.metadata
 	}
 	if req.IfRunExists != "" && req.RunID == "" {
 		return nil, errors.New("--if-run-exists applies to a run id given again: add --run-id")
+	}
+	if req.OnBusy != "" && req.SessionID == "" {
+		return nil, errors.New("--on-busy applies to a session's live run: add --session")
 	}
 	if err := req.Validate(); err != nil {
 		var fe *bus.FieldError
@@ -96,6 +100,8 @@ func flagOfField(field string) string {
 		return "session"
 	case "if_run_exists":
 		return "if-run-exists"
+	case "on_busy":
+		return "on-busy"
 	}
 	return field
 }

@@ -15,6 +15,10 @@ const (
 	TypeUnknownAgent   = "UnknownAgent"
 	TypeNotFound       = "NotFound"
 	TypeInternal       = "InternalError"
+	// TypeSessionBusy refuses a new run for a session that has a live run
+	// (on_busy refuse; the message names the live run) or the delete of
+	// such a session.
+	TypeSessionBusy = "SessionBusy"
 )
 
 // APIError is the body of an error reply, {"error": {type, message, hint}},
@@ -47,6 +51,8 @@ func (e *APIError) Code() int {
 		return 400
 	case TypeUnknownAgent, TypeNotFound:
 		return 404
+	case TypeSessionBusy:
+		return 409
 	}
 	return 500
 }

@@ -42,6 +42,14 @@ type SubmitReply struct {
 	// than the one the run completed with: that input was not run (submit
 	// it under a new run id, or with if_run_exists restart).
 	InputDiffers bool `json:"input_differs,omitempty" msgpack:"input_differs,omitempty"`
+	// Injected is set when the request's session had a live run and its
+	// input went to that run's mailbox (on_busy inject): RunID names that
+	// run, and InjectToken the message (a withdraw takes it).
+	Injected    bool   `json:"injected,omitempty" msgpack:"injected,omitempty"`
+	InjectToken string `json:"inject_token,omitempty" msgpack:"inject_token,omitempty"`
+	// QueuedBehind names the session's live run a queued request waits
+	// for (on_busy queue): the run starts, under RunID, when that one ends.
+	QueuedBehind string `json:"queued_behind,omitempty" msgpack:"queued_behind,omitempty"`
 }
 
 // Validate checks identifiers and the status.
@@ -245,6 +253,13 @@ func (r *UninjectReply) Validate() error { return nil }
 type SessionReply struct {
 	SessionID string         `json:"session_id" msgpack:"session_id"`
 	Segments  []loop.Segment `json:"segments" msgpack:"segments"`
+	// Runs are the segments' runs with their status, turns and usage, in
+	// the segments' order.
+	Runs []SessionRun `json:"runs,omitempty" msgpack:"runs,omitempty"`
+	// LiveRunID is the session's live run (queued, running or parked),
+	// and Queued the runs queued behind it (on_busy queue), in order.
+	LiveRunID string   `json:"live_run_id,omitempty" msgpack:"live_run_id,omitempty"`
+	Queued    []string `json:"queued,omitempty" msgpack:"queued,omitempty"`
 }
 
 // Validate checks the session id and every entry.
@@ -421,3 +436,40 @@ func (r *WorkersReply) Validate() error {
 	}
 	return nil
 }
+
+// HandoffRequest is the body of <p>.api.session.<session_id>.handoff: the
+// session's run that has ended.
+type HandoffRequest struct {
+	RunID string `json:"run_id" msgpack:"run_id"`
+	// Status and Agent are the ended run's outcome (completed or failed)
+	// and agent, as the worker that ended it knows them; without them the
+	// API reads the run's record.
+	Status RunState `json:"status,omitempty" msgpack:"status,omitempty"`
+	Agent  string   `json:"agent,omitempty" msgpack:"agent,omitempty"`
+}
+
+// Validate checks the run id and the outcome.
+func (r *HandoffRequest) Validate() error {
+	if err := ValidateID("run_id", r.RunID); err != nil {
+		return err
+	}
+	switch r.Status {
+	case "", StateCompleted, StateFailed:
+	default:
+		return &FieldError{Field: "status", Reason: quote(string(r.Status)) + " is not completed or failed: a handoff follows a run's end"}
+	}
+	if r.Agent != "" {
+		return ValidateID("agent", r.Agent)
+	}
+	return nil
+}
+
+// HandoffReply answers a handoff: the session's next run, if one started
+// (a queued request, or the messages the ended run left in its mailbox),
+// else empty (the session has no live run, or another run holds it).
+type HandoffReply struct {
+	NextRunID string `json:"next_run_id,omitempty" msgpack:"next_run_id,omitempty"`
+}
+
+// Validate accepts any reply.
+func (r *HandoffReply) Validate() error { return nil }

@@ -59,7 +59,23 @@ type RunRequest struct {
 	Encoding Encoding `json:"encoding,omitempty" msgpack:"encoding,omitempty"`
 	// Metadata is carried to the run context and the status record.
 	Metadata map[string]any `json:"metadata,omitempty" msgpack:"metadata,omitempty"`
+	// OnBusy is what the API does with a new run for a session that has a
+	// live run (queued, running or parked): OnBusyInject (the default)
+	// sends the input to that run's mailbox, OnBusyQueue starts the run
+	// when the live one ends, OnBusyRefuse refuses it (SessionBusy, naming
+	// the live run). Workers ignore it: a raw publish is not checked.
+	OnBusy OnBusy `json:"on_busy,omitempty" msgpack:"on_busy,omitempty"`
 }
+
+// OnBusy is a run request's policy for a session with a live run.
+type OnBusy string
+
+// The policies. The empty value means OnBusyInject.
+const (
+	OnBusyInject OnBusy = "inject"
+	OnBusyQueue  OnBusy = "queue"
+	OnBusyRefuse OnBusy = "refuse"
+)
 
 // Budget caps a run; zero fields are unlimited.
 type Budget struct {
@@ -99,6 +115,17 @@ func (in Input) IsZero() bool { return in.Text == "" && in.Messages == nil }
 
 // IsList reports whether the input is a list of messages.
 func (in Input) IsList() bool { return in.Messages != nil }
+
+// AsMessages returns the input as a list: a string is one user message.
+func (in Input) AsMessages() []InputMessage {
+	if in.IsList() {
+		return in.Messages
+	}
+	if in.Text == "" {
+		return nil
+	}
+	return []InputMessage{{Role: "user", Content: in.Text}}
+}
 
 // Entries converts the input to transcript entries: a string is one user
 // input entry; a list is converted message by message (system and user
@@ -234,6 +261,11 @@ func (r *RunRequest) Validate() error {
 	case "", IfExistsResume, IfExistsRestart, IfExistsFail, IfExistsResumeOnly:
 	default:
 		return &FieldError{Field: "if_run_exists", Reason: fmt.Sprintf("%s is not resume, restart, fail or resume_only", quote(string(r.IfRunExists)))}
+	}
+	switch r.OnBusy {
+	case "", OnBusyInject, OnBusyQueue, OnBusyRefuse:
+	default:
+		return &FieldError{Field: "on_busy", Reason: fmt.Sprintf("%s is not inject, queue or refuse", quote(string(r.OnBusy)))}
 	}
 	if r.Encoding != "" && !r.Encoding.Valid() {
 		return &FieldError{Field: "encoding", Reason: fmt.Sprintf("%s is not json or msgpack", quote(string(r.Encoding)))}

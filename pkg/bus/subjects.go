@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -102,10 +103,22 @@ type SessionOp string
 const (
 	OpSessionGet SessionOp = "get"
 	OpRewind     SessionOp = "rewind"
+	// OpSessionTrim shortens the stored tool results of older runs.
+	OpSessionTrim SessionOp = "trim"
+	// OpSessionExport answers the session's entries as JSON lines.
+	OpSessionExport SessionOp = "export"
+	// OpSessionDelete deletes the session (refused while it has a live run).
+	OpSessionDelete SessionOp = "delete"
+	// OpSessionHandoff is sent by the worker that ended a session's run:
+	// the session's next run (a queued request, or the messages the
+	// ended run left in its mailbox) starts, or the session becomes idle.
+	OpSessionHandoff SessionOp = "handoff"
 )
 
 // SessionOps lists every session operation.
-func SessionOps() []SessionOp { return []SessionOp{OpSessionGet, OpRewind} }
+func SessionOps() []SessionOp {
+	return []SessionOp{OpSessionGet, OpRewind, OpSessionTrim, OpSessionExport, OpSessionDelete, OpSessionHandoff}
+}
 
 // Names builds every subject, stream, consumer and bucket name from a
 // prefix. The zero value uses DefaultPrefix. Names is a small value; copy
@@ -309,6 +322,10 @@ func (n Names) Workers() string { return n.Prefix() + "." + tokAPI + ".workers" 
 // (<p>.api.runs.list; RunsListRequest, RunsListReply).
 func (n Names) RunsList() string { return n.Prefix() + "." + tokAPI + ".runs.list" }
 
+// SessionsList is the request/reply subject listing sessions
+// (<p>.api.sessions.list; SessionsListRequest, SessionsListReply).
+func (n Names) SessionsList() string { return n.Prefix() + "." + tokAPI + ".sessions.list" }
+
 // APIWildcard matches every api subject (<p>.api.>).
 func (n Names) APIWildcard() string { return n.Prefix() + "." + tokAPI + ".>" }
 
@@ -347,7 +364,7 @@ func (n Names) SessionAPI(sessionID string, op SessionOp) (string, error) {
 	if err := ValidateID("session_id", sessionID); err != nil {
 		return "", err
 	}
-	if op != OpSessionGet && op != OpRewind {
+	if !slices.Contains(SessionOps(), op) {
 		return "", &FieldError{Field: "op", Reason: "unknown session operation " + quote(string(op))}
 	}
 	return n.Prefix() + "." + tokAPI + "." + tokSession + "." + sessionID + "." + string(op), nil
@@ -366,7 +383,7 @@ func (n Names) ParseSessionAPI(subject string) (sessionID string, op SessionOp, 
 	if err != nil {
 		return "", "", err
 	}
-	if last != string(OpSessionGet) && last != string(OpRewind) {
+	if !slices.Contains(SessionOps(), SessionOp(last)) {
 		return "", "", &FieldError{Field: "subject", Reason: "unknown session operation " + quote(last)}
 	}
 	return id, SessionOp(last), nil

@@ -14,7 +14,7 @@ import (
 // (docs/protocol.md#run-request), sorted.
 func runRequestFields() []string {
 	return []string{"agent", "budget", "encoding", "extra_instructions", "if_run_exists", "input",
-		"max_turns", "metadata", "output_schema", "run_id", "session_id"}
+		"max_turns", "metadata", "on_busy", "output_schema", "run_id", "session_id"}
 }
 
 // topLevel returns the top-level keys of a JSON or msgpack object, with

@@ -63,7 +63,7 @@ func fieldsPlainJSON(body []byte) bool {
 func isRunRequestField(k []byte) bool {
 	switch string(k) {
 	case "agent", "budget", "encoding", "extra_instructions", "if_run_exists", "input",
-		"max_turns", "metadata", "output_schema", "run_id", "session_id":
+		"max_turns", "metadata", "on_busy", "output_schema", "run_id", "session_id":
 		return true
 	}
 	return false

@@ -79,7 +79,7 @@ func TestRunRequestValidation(t *testing.T) {
 		{"blank input", `{"input":"  \n\t "}`, "input", "is empty"},
 		{"a message without text", `{"input":[{"role":"user","content":"hi"},{"role":"user","content":"  "}]}`, "input[1].content", "is empty"},
 		{"no input on a restart", `{"run_id":"r1","if_run_exists":"restart"}`, "input", "is required"},
-		{"unknown field", `{"inptu":"hi"}`, "inptu", "unknown field inptu; known fields: agent, budget, encoding, extra_instructions, if_run_exists, input, max_turns, metadata, output_schema, run_id, session_id"},
+		{"unknown field", `{"inptu":"hi"}`, "inptu", "unknown field inptu; known fields: agent, budget, encoding, extra_instructions, if_run_exists, input, max_turns, metadata, on_busy, output_schema, run_id, session_id"},
 		{"unknown fields", `{"input":"hi","zz":1,"aa":2}`, "aa", "unknown fields aa, zz;"},
 		{"a schema that is a string", `{"input":"hi","output_schema":"notaschema"}`, "output_schema", "must be a JSON Schema object"},
 		{"a schema that is a list", `{"input":"hi","output_schema":[1]}`, "output_schema", "not an array"},

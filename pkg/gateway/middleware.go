@@ -74,6 +74,9 @@ func (g *Gateway) routes() http.Handler {
 	for pattern, h := range g.runsListRoutes() { // runs_list.go
 		mux.HandleFunc(pattern, h)
 	}
+	for pattern, h := range g.sessionRoutes() { // sessions.go
+		mux.HandleFunc(pattern, h)
+	}
 	g.mux = mux
 	return withConsole(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.serve(mux, w, r) })) // console.go
 }
@@ -135,7 +138,7 @@ func known(pattern string) bool {
 		routeRegistryApply, routeRegistryList, routeRegistryGet, routeRegistryHistory, routeRegistryRemove:
 		return true
 	}
-	return isScheduleRoute(pattern) || isRunsListRoute(pattern) // schedules.go, runs_list.go
+	return isScheduleRoute(pattern) || isRunsListRoute(pattern) || isSessionRoute(pattern) // schedules.go, runs_list.go, sessions.go
 }
 
 // authorize checks the bearer token and returns the gateway that answers
@@ -196,7 +199,7 @@ func (g *Gateway) unrouted(h http.Handler, w http.ResponseWriter, r *http.Reques
 		return
 	}
 	g.fail(w, r, newError(http.StatusNotFound, bus.TypeNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path),
-		"the routes are /v1/runs, /v1/runs/{id}[/events|/cancel|/messages|/approvals/{call_id}], /v1/sessions/{id}[/rewind], /v1/agents, /v1/workers, /v1/registry/agents[/{name}[/history]], /healthz, /readyz, /metrics"))
+		"the routes are /v1/runs, /v1/runs/{id}[/events|/cancel|/messages|/approvals/{call_id}], /v1/sessions[/{id}[/rewind|/trim|/export]], /v1/agents, /v1/workers, /v1/registry/agents[/{name}[/history]], /healthz, /readyz, /metrics"))
 }
 
 // statusProbe records the status a handler writes and discards its body.

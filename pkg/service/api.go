@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -128,12 +129,27 @@ func (a *API) submit(ctx context.Context, req *bus.RunRequest, enc bus.Encoding)
 	if n := inputSize(req.Input); n > a.cfg.MaxInputBytes {
 		return nil, invalid("input", fmt.Sprintf("is %d bytes, over the %d-byte limit", n, a.cfg.MaxInputBytes))
 	}
-	if req.RunID == "" {
+	generated := req.RunID == ""
+	if generated {
 		req.RunID = bus.NewRunID()
 	}
 	if req.Encoding == "" {
 		req.Encoding = enc
 	}
+	if req.SessionID != "" {
+		// One run at a time per session (sessionlive.go).
+		reply, proceed, err := a.sessionGate(ctx, req, generated)
+		if err != nil || !proceed {
+			return reply, err
+		}
+	}
+	return a.startRun(ctx, req, enc)
+}
+
+// startRun indexes and enqueues a validated request's run, or answers
+// what the run's existing record says (a replay, a run in flight, a
+// resubmission).
+func (a *API) startRun(ctx context.Context, req *bus.RunRequest, enc bus.Encoding) (*bus.SubmitReply, error) {
 	events, _ := a.names.Events(req.RunID)
 	reply := &bus.SubmitReply{RunID: req.RunID, EventsSubject: events, Agent: req.Agent, Status: bus.StateQueued}
 	runs := a.cfg.Store.Runs()
@@ -618,13 +634,44 @@ func (a *API) Session(ctx context.Context, sessionID string) (*bus.SessionReply,
 	if err != nil {
 		return nil, err
 	}
-	if len(segs) == 0 {
+	rep := &bus.SessionReply{SessionID: sessionID, Segments: segs}
+	le, err := a.cfg.Store.Session().Live(ctx, sessionID)
+	switch {
+	case err == nil:
+		rep.LiveRunID = le.Slot.RunID
+		for _, q := range le.Slot.Queue {
+			var r struct {
+				RunID string `json:"run_id"`
+			}
+			if json.Unmarshal(q, &r) == nil {
+				rep.Queued = append(rep.Queued, r.RunID)
+			}
+		}
+	case !errors.Is(err, store.ErrRunNotFound):
+		return nil, err
+	}
+	if len(segs) == 0 && rep.LiveRunID == "" {
 		// A session is its segments: one is stored as each run of it
 		// completes.
 		return nil, &bus.APIError{Type: bus.TypeNotFound, Message: "session " + sessionID + " not found",
-			Hint: "check the id; a session holds a segment once a run submitted with its session_id has completed (lovia runs list --session " + sessionID + " lists its runs)"}
+			Hint: "check the id; a session holds a segment once a run submitted with its session_id has completed (lovia session ls lists the sessions, lovia runs list --session " + sessionID + " its runs)"}
 	}
-	return &bus.SessionReply{SessionID: sessionID, Segments: segs}, nil
+	for i, seg := range segs {
+		sr := bus.SessionRun{RunID: seg.RunID}
+		// The last sessionRunsShown runs' records are read (one read each).
+		if i < len(segs)-sessionRunsShown {
+			rep.Runs = append(rep.Runs, sr)
+			continue
+		}
+		if e, err := a.cfg.Store.Runs().Get(ctx, seg.RunID); err == nil {
+			sr.Status, sr.Turns = wireState(e.Record.Status), e.Record.Turns
+			if e.Record.Usage != nil {
+				sr.Usage = *e.Record.Usage
+			}
+		}
+		rep.Runs = append(rep.Runs, sr)
+	}
+	return rep, nil
 }
 
 // Rewind keeps the first keep_entries entries of a session.

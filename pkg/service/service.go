@@ -85,6 +85,13 @@ func (s *Service) Start(ctx context.Context) error {
 		add("uninject", api+".run.*.uninject", s.uninject),
 		add("session_get", api+".session.*.get", s.session),
 		add("session_rewind", api+".session.*.rewind", s.rewind),
+		add("session_handoff", api+".session.*.handoff", func(ctx context.Context, r micro.Request) (any, error) {
+			req, err := decodeBody[bus.HandoffRequest](r)
+			if err != nil {
+				return nil, err
+			}
+			return s.api.Handoff(ctx, token(r.Subject(), 1), req)
+		}),
 	)
 	errs = append(errs, add("agents", n.Agents(), s.agents), add("workers", n.Workers(), s.workers),
 		add("registry_apply", n.RegistryAPI(bus.OpRegistryApply), func(ctx context.Context, r micro.Request) (any, error) {
@@ -121,6 +128,7 @@ func (s *Service) Start(ctx context.Context) error {
 	)
 	errs = append(errs, s.scheduleEndpoints(add)...) // schedule.go
 	errs = append(errs, s.runsEndpoints(add)...)     // runslist.go
+	errs = append(errs, s.sessionEndpoints(add)...)  // sessions.go
 	if err := errors.Join(errs...); err != nil {
 		_ = svc.Stop()
 		return err

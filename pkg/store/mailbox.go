@@ -316,3 +316,28 @@ func (m *Mailbox) Ack(ctx context.Context, tokens []string) error {
 func (m *Mailbox) Clear(ctx context.Context) error {
 	return wrapErr("mailbox clear", m.run, m.b.purge(ctx, m.run+".>"))
 }
+
+// Pending returns the messages no one has taken, FIFO, and changes
+// nothing: what a run that has ended left in its mailbox (a session's
+// next run starts with them). Remove withdraws them afterwards.
+func (m *Mailbox) Pending(ctx context.Context) ([]loop.MailMessage, error) {
+	const op = "mailbox pending"
+	listed, err := m.b.list(ctx, m.run+".m.*")
+	if err != nil {
+		return nil, wrapErr(op, m.run, err)
+	}
+	slices.SortFunc(listed, func(a, b jetstream.KeyValueEntry) int { return cmp.Compare(a.Revision(), b.Revision()) })
+	var out []loop.MailMessage
+	for _, e := range listed {
+		var rec mailRecord
+		if _, err := m.b.decode(ctx, e.Value(), &rec); err != nil || rec.Spent || rec.Taken {
+			continue
+		}
+		msg := rec.MailMessage
+		if msg.Token == "" {
+			msg.Token = e.Key()[len(m.run)+len(".m."):]
+		}
+		out = append(out, msg)
+	}
+	return out, nil
+}

@@ -337,4 +337,5 @@ func (w *Worker) healReplay(ctx context.Context, d *delivery, req *bus.RunReques
 	_, _ = w.st.Runs().Modify(ctx, runID, lifecycle.Modify(func(r store.RunRecord) (store.RunRecord, error) {
 		return lifecycle.HealOutcome(r, res, w.cfg.Clock(), d.meta.Sequence.Stream)
 	}))
+	w.handoff(ctx, d.log, req.SessionID, runID, ag.Name, true)
 }

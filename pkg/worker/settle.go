@@ -48,6 +48,7 @@ func (w *Worker) settle(ctx context.Context, x *execution, sink *eventSink, res 
 		w.m.failed.WithLabelValues(x.ag.Name, info.Type).Inc()
 		log.Warn("run refused before it started", "error", runErr)
 		w.failAndTerminate(ctx, x.d, x.rp, x.runID, x.ag.Name, info)
+		w.handoff(ctx, log, x.req.SessionID, x.runID, x.ag.Name, false)
 	case lifecycle.Ack:
 		if err := x.rp.Close(ctx); err != nil {
 			log.Warn("flushing the terminal event failed; releasing the run", "error", err)
@@ -62,6 +63,7 @@ func (w *Worker) settle(ctx context.Context, x *execution, sink *eventSink, res 
 			w.m.failed.WithLabelValues(x.ag.Name, loop.Describe(runErr).Type).Inc()
 		}
 		w.settleMsg(ctx, x.d, v)
+		w.handoff(ctx, log, x.req.SessionID, x.runID, x.ag.Name, runErr == nil && res != nil)
 	}
 }
 
