@@ -46,7 +46,7 @@ func commands() map[string]command {
 		"approve": {"approve (or --reject) a call waiting for a decision", runApprove},
 		"cancel":  {"cancel a run", runCancel},
 		"inject":  {"send a steering message to a run's next turn", runInject},
-		"session": {"show a session: lovia session show ID", runSession},
+		"session": {"the sessions: lovia session ls | show | export | rm | rewind | trim", runSession},
 		"tools":   {"list the tools agents can use: built-in, MCP servers (--agents), NATS tool services", runTools},
 		"skills":  {"the Skills plugin's object store: push DIR, ls", runSkills},
 		"memory":  {"the Memory plugin's bucket: show SCOPE (session:ID or user:ID)", runMemory},

@@ -361,37 +361,6 @@ func runInject(ctx context.Context, env *Env, args []string) int {
 	return ExitOK
 }
 
-// runSession shows a session.
-func runSession(ctx context.Context, env *Env, args []string) int {
-	fs := flagSet(env, "session", "show [--nats URL] [--json] SESSION_ID")
-	nf := addNATSFlags(fs, env)
-	asJSON := fs.Bool("json", false, "print the reply as JSON")
-	pos, ok := parse(fs, args)
-	if !ok {
-		return ExitUsage
-	}
-	if len(pos) != 2 || pos[0] != "show" {
-		return usageErr(env, fs, "use: lovia session show SESSION_ID")
-	}
-	c, nc, err := nf.client("session")
-	if err != nil {
-		return fail(env.Stderr, err)
-	}
-	defer nc.Close()
-	rctx, cancel := requestCtx(ctx)
-	defer cancel()
-	rep, err := c.Session(rctx, pos[1])
-	if err != nil {
-		return fail(env.Stderr, err)
-	}
-	if *asJSON {
-		printJSON(env, rep)
-	} else {
-		printSession(env.Stdout, rep)
-	}
-	return ExitOK
-}
-
 // decisionText is a decision and its reason, for people: "rejected
 // (too risky)", "approved".
 func decisionText(d loop.Decision, reason string) string {

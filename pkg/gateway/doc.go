@@ -19,6 +19,10 @@
 //	DELETE /v1/runs/{id}/messages/{token}        → {removed}
 //	GET    /v1/sessions/{id}                     segments
 //	POST   /v1/sessions/{id}/rewind              {keep_entries} → {removed}
+//	GET    /v1/sessions                          the sessions, newest run first
+//	GET    /v1/sessions/{id}/export              the session's entries as JSON lines
+//	DELETE /v1/sessions/{id}                     → {deleted} (409 while a run of it is live)
+//	POST   /v1/sessions/{id}/trim                {keep_chars, keep_runs} → {trimmed}
 //	GET    /v1/agents                            the agents
 //	GET    /v1/workers                           the live workers
 //	…      /v1/registry/agents[/{name}[/history]] the agents registry
